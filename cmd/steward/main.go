@@ -1,0 +1,177 @@
+// Command steward is the local-first personal agent: `steward serve` runs the
+// whole product; the other subcommands run one job each.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/agentstack/agentstack/steward/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// command is one `steward NAME …` subcommand.
+type command struct {
+	Name    string
+	Summary string // one line for `steward help`
+	// Run executes the command. args excludes the command name. Returning
+	// errUsage prints the command's help.
+	Run func(ctx context.Context, env *cliEnv, args []string) error
+}
+
+// errUsage asks main to print usage and exit 2.
+var errUsage = errors.New("usage")
+
+// commands is the subcommand registry, filled by register calls in init
+// functions of this package's cmd_*.go files.
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("steward: duplicate command " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// cliEnv is what every subcommand gets: output streams, a logger, and the
+// configuration, loaded on first use so that `steward version` never creates
+// the data directory.
+type cliEnv struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Log            *slog.Logger
+	loadOpts       config.LoadOptions
+	cfg            *config.Config
+}
+
+// Config loads STEWARD_HOME and config.env once.
+func (e *cliEnv) Config() (*config.Config, error) {
+	if e.cfg != nil {
+		return e.cfg, nil
+	}
+	cfg, err := config.Load(e.loadOpts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.LogWarnings(e.Log)
+	e.cfg = cfg
+	return cfg, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, env *cliEnv) int {
+	if env.Log == nil {
+		env.Log = newLogger(env.Stderr, os.Getenv("STEWARD_LOG_LEVEL"))
+	}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return runCommand(ctx, c, env, []string{"--help"})
+			}
+		}
+		printHelp(env.Stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "steward: unknown command %q\n\n", args[0])
+		printHelp(env.Stderr)
+		return 2
+	}
+	return runCommand(ctx, c, env, args[1:])
+}
+
+func runCommand(ctx context.Context, c *command, env *cliEnv, args []string) int {
+	err := c.Run(ctx, env, args)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(env.Stderr, "run 'steward %s --help' for usage\n", c.Name)
+		return 2
+	default:
+		fmt.Fprintf(env.Stderr, "steward %s: %v\n", c.Name, err)
+		return 1
+	}
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Steward %s — a local-first personal agent.\n\nUsage: steward COMMAND [options]\n\nCommands:\n", version)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprintln(w, "\nRun 'steward COMMAND --help' for a command's options.")
+	fmt.Fprintln(w, "Data lives in STEWARD_HOME; settings come from the environment and STEWARD_HOME/config.env.")
+}
+
+// newFlagSet returns a flag set whose --help prints usage and the command's
+// description to stderr.
+func newFlagSet(env *cliEnv, name, usage, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet("steward "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage: steward %s %s\n\n%s\n", name, usage, strings.TrimSpace(description))
+		var hasFlags bool
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(env.Stderr, "\nOptions:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args into fs, mapping a parse error to errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.TrimSpace(level))); err != nil || level == "" {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func init() {
+	register(&command{
+		Name:    "version",
+		Summary: "print the version",
+		Run: func(ctx context.Context, env *cliEnv, args []string) error {
+			fmt.Fprintf(env.Stdout, "steward %s\n", version)
+			return nil
+		},
+	})
+}

@@ -1,0 +1,161 @@
+// Package sqlitedb opens every SQLite store of both products the same way: WAL
+// journaling, a busy timeout, foreign keys, schema migrations keyed by
+// PRAGMA user_version, and read-only connections for search workers.
+//
+// Every connection has FTS5 (including tokenize='trigram') and the sqlite-vec
+// vec0 module available, because the mail, calendar, contacts and document
+// indexes depend on both.
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite"     // registers the "sqlite" database/sql driver
+	_ "modernc.org/sqlite/vec" // installs sqlite-vec (vec0) on every connection
+)
+
+// DefaultBusyTimeout is how long a connection waits for another writer before
+// it reports SQLITE_BUSY.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Options says how to open a store.
+type Options struct {
+	// Migrations are applied in order inside one immediate transaction each:
+	// Migrations[i] moves the schema from user_version i to i+1. A store whose
+	// user_version is higher than len(Migrations) was written by a newer binary
+	// and is refused rather than guessed at.
+	Migrations []string
+
+	// ReadOnly opens an existing store with query_only set on every
+	// connection. No migration runs; a missing file is an error.
+	ReadOnly bool
+
+	// BusyTimeout overrides DefaultBusyTimeout.
+	BusyTimeout time.Duration
+
+	// MaxOpenConns limits the pool. Zero keeps database/sql's default for
+	// read-only stores and uses 1 for writable ones, because SQLite has a
+	// single writer and one connection avoids SQLITE_BUSY between our own
+	// goroutines.
+	MaxOpenConns int
+}
+
+// ErrNewerSchema reports a store written by a newer version of the program.
+var ErrNewerSchema = errors.New("database schema is newer than this program")
+
+// Open opens (creating if needed, unless read-only) the SQLite file at path
+// and brings its schema up to date. The parent directory is created with mode
+// 0700 because every store holds personal data.
+func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite store: empty path")
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create directory for sqlite store %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, opts))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	switch {
+	case opts.MaxOpenConns > 0:
+		db.SetMaxOpenConns(opts.MaxOpenConns)
+	case !opts.ReadOnly:
+		db.SetMaxOpenConns(1)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	if !opts.ReadOnly {
+		if err := migrate(ctx, db, opts.Migrations); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("migrate sqlite store %s: %w", path, err)
+		}
+	}
+	return db, nil
+}
+
+func dsn(path string, opts Options) string {
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if opts.ReadOnly {
+		q.Set("mode", "ro")
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
+	q.Add("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: path}).EscapedPath(), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// migrate applies the pending migrations, each in its own immediate
+// transaction so that two processes opening the same store never both apply
+// the same step.
+func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
+	for {
+		done, err := migrateStep(ctx, db, migrations)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func migrateStep(ctx context.Context, db *sql.DB, migrations []string) (done bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("begin migration: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var version int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return false, fmt.Errorf("read user_version: %w", err)
+	}
+	switch {
+	case version > len(migrations):
+		return false, fmt.Errorf("%w: store is at version %d, this program knows %d", ErrNewerSchema, version, len(migrations))
+	case version == len(migrations):
+		return true, tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+		return false, fmt.Errorf("apply migration %d: %w", version+1, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version+1)); err != nil {
+		return false, fmt.Errorf("set user_version %d: %w", version+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit migration %d: %w", version+1, err)
+	}
+	return false, nil
+}
+
+// Version reports the schema version (PRAGMA user_version) of an open store.
+func Version(ctx context.Context, db *sql.DB) (int, error) {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read user_version: %w", err)
+	}
+	return v, nil
+}
