@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-
 	"github.com/agentstack/agentstack/search"
 	"github.com/agentstack/agentstack/sqlitedb"
 )
