@@ -1,0 +1,255 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Attribution labels a model call for the usage ledger.
+type Attribution struct {
+	Service string // e.g. "host", "mail-mirror"
+	Action  string // e.g. "chat", "embed"
+}
+
+type attributionKey struct{}
+
+// WithAttribution returns a context whose model calls are attributed to a.
+func WithAttribution(ctx context.Context, a Attribution) context.Context {
+	return context.WithValue(ctx, attributionKey{}, a)
+}
+
+// AttributionFrom returns the attribution set by WithAttribution.
+func AttributionFrom(ctx context.Context) (Attribution, bool) {
+	a, ok := ctx.Value(attributionKey{}).(Attribution)
+	return a, ok
+}
+
+// Attribution headers understood by the gateway.
+const (
+	HeaderUsageService = "X-Usage-Service"
+	HeaderUsageAction  = "X-Usage-Action"
+)
+
+// MaxResponseBytes bounds a non-streamed response body.
+const MaxResponseBytes = 64 << 20
+
+// ClientOptions configures a Client.
+type ClientOptions struct {
+	// BaseURL ends in /v1, e.g. http://127.0.0.1:4000/v1.
+	BaseURL string
+	// APIKey is sent as a bearer token when set.
+	APIKey string
+	// HTTPClient defaults to a client without a timeout: use contexts.
+	HTTPClient *http.Client
+}
+
+// Client calls an OpenAI-compatible endpoint.
+type Client struct {
+	base   string
+	key    string
+	client *http.Client
+}
+
+// NewClient returns a client for opts.BaseURL.
+func NewClient(opts ClientOptions) *Client {
+	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient}
+	if c.client == nil {
+		c.client = &http.Client{}
+	}
+	return c
+}
+
+func (c *Client) post(ctx context.Context, path string, body any, stream bool) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	if a, ok := AttributionFrom(ctx); ok {
+		req.Header.Set(HeaderUsageService, a.Service)
+		req.Header.Set(HeaderUsageAction, a.Action)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("POST %s: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, ReadAPIError(resp)
+	}
+	return resp, nil
+}
+
+// ReadAPIError decodes an error response into an *APIError.
+func ReadAPIError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var er ErrorResponse
+	e := &APIError{Status: resp.StatusCode}
+	if json.Unmarshal(body, &er) == nil && er.Error.Message != "" {
+		e.Message, e.Type = er.Error.Message, er.Error.Type
+		if s, ok := er.Error.Code.(string); ok {
+			e.Code = s
+		}
+	} else {
+		e.Message = strings.TrimSpace(string(body))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return e
+}
+
+// Chat sends a non-streamed completion request.
+func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
+	r := *req
+	r.Stream, r.StreamOptions = false, nil
+	resp, err := c.post(ctx, "/chat/completions", &r, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out ChatResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxResponseBytes)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode completion: %w", err)
+	}
+	if len(out.Choices) == 0 {
+		return nil, errors.New("decode completion: no choices")
+	}
+	return &out, nil
+}
+
+// ChatStream sends a streamed completion request, calls onChunk for every
+// chunk as it arrives (onChunk may be nil; an error from it stops the stream)
+// and returns the accumulated response. An in-band error event ends the
+// stream with an *APIError.
+func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(StreamChunk) error) (*ChatResponse, error) {
+	r := *req
+	r.Stream, r.StreamOptions = true, &StreamOptions{IncludeUsage: true}
+	resp, err := c.post(ctx, "/chat/completions", &r, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var acc Accumulator
+	err = ReadSSE(resp.Body, func(data []byte) error {
+		var chunk StreamChunk
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return fmt.Errorf("decode stream chunk: %w", err)
+		}
+		if chunk.Error != nil {
+			return &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type}
+		}
+		acc.Add(chunk)
+		if onChunk != nil {
+			return onChunk(chunk)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return acc.Response(), ctx.Err()
+		}
+		return acc.Response(), err
+	}
+	return acc.Response(), nil
+}
+
+// ErrStreamTruncated reports a stream that ended without [DONE].
+var ErrStreamTruncated = errors.New("model stream ended before [DONE]")
+
+// ReadSSE calls fn with the data of each server-sent event until [DONE].
+// Multi-line data fields are joined with newlines; comments and other fields
+// are ignored. A body that ends before [DONE] gives ErrStreamTruncated.
+func ReadSSE(r io.Reader, fn func(data []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var data []byte
+	var have bool
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if !have {
+				continue
+			}
+			if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+				return nil
+			}
+			if err := fn(data); err != nil {
+				return err
+			}
+			data, have = data[:0], false
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if have {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+			have = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read model stream: %w", err)
+	}
+	if have && bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		return nil
+	}
+	return ErrStreamTruncated
+}
+
+// Embed returns one vector per input, in input order.
+func (c *Client) Embed(ctx context.Context, model string, inputs []string) ([][]float32, error) {
+	resp, err := c.post(ctx, "/embeddings", &EmbeddingsRequest{Model: model, Input: inputs}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out EmbeddingsResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxResponseBytes)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode embeddings: %w", err)
+	}
+	if len(out.Data) != len(inputs) {
+		return nil, fmt.Errorf("decode embeddings: %d vectors for %d inputs", len(out.Data), len(inputs))
+	}
+	vecs := make([][]float32, len(inputs))
+	for _, d := range out.Data {
+		if d.Index < 0 || d.Index >= len(vecs) || vecs[d.Index] != nil {
+			return nil, fmt.Errorf("decode embeddings: bad or repeated index %d", d.Index)
+		}
+		vecs[d.Index] = d.Embedding
+	}
+	return vecs, nil
+}
+
+// Embedder embeds texts with one fixed model; it is what search code needs.
+type Embedder struct {
+	Client *Client
+	Model  string
+	Attribution
+}
+
+// Embed embeds texts with e.Model, attributed to e.Attribution.
+func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if e.Service != "" {
+		ctx = WithAttribution(ctx, e.Attribution)
+	}
+	return e.Client.Embed(ctx, e.Model, texts)
+}

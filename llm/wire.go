@@ -1,0 +1,203 @@
+// Package llm speaks the OpenAI-compatible chat-completions and embeddings
+// protocol that every model provider, the gateway and both products share:
+// wire types, a client for plain and streamed (SSE) completions with tool
+// calls and usage, and a stream accumulator tolerant of real servers' quirks.
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Message is one conversation entry.
+type Message struct {
+	Role    string `json:"role"` // system, user, assistant or tool
+	Content string `json:"content"`
+	// ReasoningContent carries a thinking model's reasoning (DeepSeek's
+	// reasoning_content); it is kept so a tool-calling turn can be replayed.
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Name             string     `json:"name,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+}
+
+// Tool declares a function the model may call.
+type Tool struct {
+	Type     string      `json:"type"` // always "function"
+	Function FunctionDef `json:"function"`
+}
+
+// FunctionDef is a callable function with its JSON Schema parameters.
+type FunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ToolCall is the model's request to call a function. In stream deltas Index
+// says which call a fragment belongs to.
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its JSON-encoded arguments.
+type FunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// StreamOptions asks a streaming provider for a final usage chunk.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ChatRequest is a chat-completions request.
+type ChatRequest struct {
+	Model         string         `json:"model"`
+	Messages      []Message      `json:"messages"`
+	Tools         []Tool         `json:"tools,omitempty"`
+	ToolChoice    any            `json:"tool_choice,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+}
+
+// Usage is a provider's token accounting. Providers report cached input in
+// different fields; Tokens normalises them.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	// DeepSeek reports cache hits and misses beside prompt_tokens.
+	PromptCacheHitTokens  int `json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheMissTokens int `json:"prompt_cache_miss_tokens,omitempty"`
+	// OpenAI reports cached input inside prompt_tokens_details.
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details,omitempty"`
+	// Some compatible servers report cache writes Anthropic-style.
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
+}
+
+// Tokens are normalised token counts: Input excludes cached reads, so each
+// count is priced at exactly one rate.
+type Tokens struct {
+	Input      int `json:"input"`
+	Output     int `json:"output"`
+	CacheRead  int `json:"cacheRead"`
+	CacheWrite int `json:"cacheWrite"`
+}
+
+// Tokens normalises u.
+func (u *Usage) Tokens() Tokens {
+	if u == nil {
+		return Tokens{}
+	}
+	read := u.PromptCacheHitTokens
+	if read == 0 && u.PromptTokensDetails != nil {
+		read = u.PromptTokensDetails.CachedTokens
+	}
+	input := u.PromptTokens - read - u.CacheCreationInputTokens
+	if input < 0 {
+		input = 0
+	}
+	return Tokens{Input: input, Output: u.CompletionTokens, CacheRead: read, CacheWrite: u.CacheCreationInputTokens}
+}
+
+// Choice is one answer of a non-streamed completion.
+type Choice struct {
+	Index        int     `json:"index"`
+	Message      Message `json:"message"`
+	FinishReason string  `json:"finish_reason"`
+}
+
+// ChatResponse is a non-streamed completion, or the accumulation of a stream.
+type ChatResponse struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   *Usage   `json:"usage,omitempty"`
+}
+
+// Delta is the increment a stream chunk carries.
+type Delta struct {
+	Role             string     `json:"role,omitempty"`
+	Content          string     `json:"content,omitempty"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// StreamChoice is one choice of a stream chunk.
+type StreamChoice struct {
+	Index        int     `json:"index"`
+	Delta        Delta   `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// StreamChunk is one server-sent event of a streamed completion.
+type StreamChunk struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Choices []StreamChoice `json:"choices"`
+	Usage   *Usage         `json:"usage,omitempty"`
+	// Error is set on an in-band error event, such as the gateway's report of
+	// a stream that failed after output had started.
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// EmbeddingsRequest asks for vectors of one or more inputs.
+type EmbeddingsRequest struct {
+	Model string   `json:"model"`
+	Input []string `json:"input"`
+}
+
+// Embedding is one vector of an embeddings response.
+type Embedding struct {
+	Index     int       `json:"index"`
+	Object    string    `json:"object"`
+	Embedding []float32 `json:"embedding"`
+}
+
+// EmbeddingsResponse holds vectors in input order.
+type EmbeddingsResponse struct {
+	Object string      `json:"object"`
+	Model  string      `json:"model"`
+	Data   []Embedding `json:"data"`
+	Usage  *Usage      `json:"usage,omitempty"`
+}
+
+// ErrorBody is the OpenAI error object.
+type ErrorBody struct {
+	Message string `json:"message"`
+	Type    string `json:"type,omitempty"`
+	Code    any    `json:"code,omitempty"`
+	Param   any    `json:"param,omitempty"`
+}
+
+// ErrorResponse wraps ErrorBody as providers send it.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// APIError is a non-2xx answer, or an in-band stream error.
+type APIError struct {
+	Status  int // HTTP status; 0 for an in-band stream error
+	Message string
+	Type    string
+	Code    string
+}
+
+func (e *APIError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("model stream error: %s", e.Message)
+	}
+	return fmt.Sprintf("model API error %d: %s", e.Status, e.Message)
+}
