@@ -1,0 +1,487 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentstack/agentstack/llm"
+)
+
+func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
+	g.serve(w, r, "chat", "/chat/completions")
+}
+
+func (g *Gateway) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	g.serve(w, r, "embeddings", "/embeddings")
+}
+
+// exchange is one client request on its way through the candidates.
+type exchange struct {
+	g      *Gateway
+	w      http.ResponseWriter
+	ctx    context.Context
+	path   string
+	fields map[string]json.RawMessage
+	rec    *RequestRecord
+	start  time.Time
+	seq    int
+	fails  []string // one user-safe line per failed attempt
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path string) {
+	start := time.Now()
+	rec := &RequestRecord{
+		ID: newRequestID(), Time: start, Endpoint: endpoint,
+		Service: attributionLabel(r, llm.HeaderUsageService), Action: attributionLabel(r, llm.HeaderUsageAction),
+	}
+	defer func() {
+		rec.Latency = time.Since(start)
+		g.record(r.Context(), rec)
+	}()
+	fail := func(status int, code, msg string) {
+		rec.Outcome, rec.Status, rec.Error = OutcomeInvalid, status, msg
+		writeError(w, status, "invalid_request_error", code, msg)
+	}
+
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		fail(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+		return
+	}
+	if r.ContentLength > MaxRequestBytes {
+		fail(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over the %d MiB limit", MaxRequestBytes>>20))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over the %d MiB limit", MaxRequestBytes>>20))
+		} else {
+			fail(http.StatusBadRequest, "invalid_body", "could not read the request body")
+		}
+		return
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		fail(http.StatusBadRequest, "invalid_json", "the request body is not a JSON object")
+		return
+	}
+	var model string
+	if err := json.Unmarshal(fields["model"], &model); err != nil || model == "" {
+		fail(http.StatusBadRequest, "invalid_model", `"model" must be a non-empty string naming a public model (see GET /v1/models)`)
+		return
+	}
+	rec.PublicModel = model
+	if raw, ok := fields["stream"]; ok && endpoint == "chat" {
+		if err := json.Unmarshal(raw, &rec.Stream); err != nil {
+			fail(http.StatusBadRequest, "invalid_stream", `"stream" must be true or false`)
+			return
+		}
+	}
+	chain, ok := g.chains[model]
+	if !ok {
+		fail(http.StatusNotFound, "model_not_found", fmt.Sprintf("unknown model %q; available: %s", model, strings.Join(g.names, ", ")))
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
+	defer cancel()
+	x := &exchange{g: g, w: w, ctx: ctx, path: path, fields: fields, rec: rec, start: start}
+	for _, t := range chain {
+		if ctx.Err() != nil {
+			break
+		}
+		if t.keyEnv != "" && t.apiKey == "" {
+			x.attempt(t, rec.Stream, 0, OutcomeSkipped, 0, t.keyEnv+" is not set")
+			continue
+		}
+		var done bool
+		if rec.Stream && t.stream {
+			done = x.tryStream(t)
+		} else {
+			done = x.tryOnce(t, rec.Stream)
+		}
+		if done {
+			return
+		}
+	}
+	x.allFailed(r.Context())
+}
+
+// attempt records one try and, if it failed, remembers why for the final error.
+func (x *exchange) attempt(t *target, stream bool, status int, outcome Outcome, toHeaders time.Duration, msg string) {
+	x.seq++
+	x.rec.Attempts = x.seq
+	if outcome != OutcomeOK {
+		line := t.String() + ": " + msg
+		x.fails = append(x.fails, line)
+	}
+	x.g.recordAttempt(x.ctx, AttemptRecord{
+		RequestID: x.rec.ID, Seq: x.seq, Time: time.Now(), Provider: t.provider, UpstreamModel: t.model,
+		Stream: stream, Status: status, Outcome: outcome, TimeToHeaders: toHeaders, Error: msg,
+	})
+}
+
+func (x *exchange) allFailed(clientCtx context.Context) {
+	rec := x.rec
+	switch {
+	case clientCtx.Err() != nil:
+		rec.Outcome, rec.Status, rec.Error = OutcomeCancelled, 499, "client closed the request"
+		return
+	case x.ctx.Err() != nil:
+		rec.Outcome, rec.Status = OutcomeTimeout, http.StatusGatewayTimeout
+		rec.Error = fmt.Sprintf("no answer within the request deadline of %s", x.g.timeout)
+	default:
+		rec.Outcome, rec.Status = OutcomeFailed, http.StatusBadGateway
+		rec.Error = "every provider for " + rec.PublicModel + " failed"
+	}
+	if len(x.fails) > 0 {
+		rec.Error += ": " + strings.Join(x.fails, "; ")
+	}
+	code := "upstream_failed"
+	if rec.Outcome == OutcomeTimeout {
+		code = "timeout"
+	}
+	writeError(x.w, rec.Status, "upstream_error", code, x.g.scrubString(rec.Error))
+}
+
+// upstreamBody is the client's request for t: the public model replaced by
+// the upstream one, and usage requested on streams.
+func (x *exchange) upstreamBody(t *target, stream bool) []byte {
+	f := make(map[string]json.RawMessage, len(x.fields)+1)
+	for k, v := range x.fields {
+		f[k] = v
+	}
+	f["model"], _ = json.Marshal(t.model)
+	if x.rec.Endpoint == "chat" {
+		if stream {
+			f["stream"] = json.RawMessage("true")
+			opts := map[string]json.RawMessage{}
+			json.Unmarshal(f["stream_options"], &opts)
+			opts["include_usage"] = json.RawMessage("true")
+			f["stream_options"], _ = json.Marshal(opts)
+		} else {
+			delete(f, "stream")
+			delete(f, "stream_options")
+		}
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+// send posts to t and returns the response once its headers arrived.
+func (x *exchange) send(t *target, stream bool) (*http.Response, time.Duration, error) {
+	req, err := http.NewRequestWithContext(x.ctx, http.MethodPost, t.baseURL+x.path, bytes.NewReader(x.upstreamBody(t, stream)))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	if t.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	}
+	began := time.Now()
+	resp, err := x.g.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL adds nothing for the user and could carry secrets
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = errors.New("request deadline exceeded")
+		}
+		return nil, time.Since(began), err
+	}
+	return resp, time.Since(began), nil
+}
+
+// tryOnce asks t without streaming. When the client asked for a stream (a
+// provider that cannot stream), a successful answer is re-emitted as SSE.
+// It reports whether the exchange is finished.
+func (x *exchange) tryOnce(t *target, clientStream bool) bool {
+	resp, toHeaders, err := x.send(t, false)
+	if err != nil {
+		x.attempt(t, false, 0, OutcomeRetryable, toHeaders, err.Error())
+		return false
+	}
+	defer resp.Body.Close()
+	if isRetryable(resp.StatusCode) {
+		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode))
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, llm.MaxResponseBytes))
+	if err != nil {
+		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, "response body: "+err.Error())
+		return false
+	}
+	return x.finish(t, resp, toHeaders, body, clientStream)
+}
+
+// finish answers the client with a complete upstream body.
+func (x *exchange) finish(t *target, resp *http.Response, toHeaders time.Duration, body []byte, clientStream bool) bool {
+	rec := x.rec
+	rec.Provider, rec.UpstreamModel, rec.Status = t.provider, t.model, resp.StatusCode
+	if resp.StatusCode/100 != 2 {
+		x.attempt(t, false, resp.StatusCode, OutcomeRejected, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode))
+		rec.Outcome, rec.Error = OutcomeRejected, providerMessage(body)
+		x.markFirstByte()
+		x.w.Header().Set("Content-Type", "application/json")
+		x.w.WriteHeader(resp.StatusCode)
+		x.w.Write(x.g.scrub(body))
+		return true
+	}
+	var parsed struct {
+		Usage *llm.Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &parsed); err != nil {
+		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, "answer is not JSON")
+		return false
+	}
+	x.attempt(t, false, resp.StatusCode, OutcomeOK, toHeaders, "")
+	rec.Outcome, rec.Tokens = OutcomeOK, parsed.Usage.Tokens()
+	x.markFirstByte()
+	if clientStream {
+		if err := writeSynthesizedStream(x.w, body); err != nil && x.ctx.Err() != nil {
+			rec.Outcome = OutcomeCancelled
+		}
+		return true
+	}
+	x.w.Header().Set("Content-Type", "application/json")
+	x.w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	x.w.WriteHeader(resp.StatusCode)
+	x.w.Write(body)
+	return true
+}
+
+func (x *exchange) markFirstByte() {
+	if x.rec.TTFB == 0 {
+		x.rec.TTFB = time.Since(x.start)
+	}
+}
+
+// providerMessage extracts the message of an OpenAI error object, bounded.
+func providerMessage(body []byte) string {
+	var er llm.ErrorResponse
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &er) == nil && er.Error.Message != "" {
+		msg = er.Error.Message
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return msg
+}
+
+// tryStream asks t for a native stream. Until the first event has been
+// forwarded nothing is committed and a failure moves on to the next
+// candidate; afterwards a failure ends the client's stream with an error
+// event and [DONE], never switching providers mid-output.
+func (x *exchange) tryStream(t *target) bool {
+	resp, toHeaders, err := x.send(t, true)
+	if err != nil {
+		x.attempt(t, true, 0, OutcomeRetryable, toHeaders, err.Error())
+		return false
+	}
+	defer resp.Body.Close()
+	if isRetryable(resp.StatusCode) {
+		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode))
+		return false
+	}
+	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header.Get("Content-Type")) {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, llm.MaxResponseBytes))
+		if err != nil {
+			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "response body: "+err.Error())
+			return false
+		}
+		if resp.StatusCode/100 != 2 && strings.Contains(strings.ToLower(providerMessage(body)), "stream") {
+			// The provider refuses streaming: ask again without it and re-emit.
+			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "streaming refused; retrying without streaming")
+			return x.tryOnce(t, true)
+		}
+		// A plain JSON answer to a stream request is re-emitted as SSE.
+		return x.finish(t, resp, toHeaders, body, true)
+	}
+
+	events := bufio.NewReaderSize(resp.Body, 32<<10)
+	first, data, err := readEvent(events)
+	if err != nil {
+		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "stream ended before any output: "+err.Error())
+		return false
+	}
+	x.attempt(t, true, resp.StatusCode, OutcomeOK, toHeaders, "")
+	rec := x.rec
+	rec.Provider, rec.UpstreamModel, rec.Status, rec.Outcome = t.provider, t.model, resp.StatusCode, OutcomeOK
+
+	h := x.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	x.w.WriteHeader(http.StatusOK)
+	flusher, _ := x.w.(http.Flusher)
+	var calls toolCallNormalizer
+	for {
+		x.noteUsage(data)
+		if fixed, ok := calls.normalize(data); ok {
+			first = append(append([]byte("data: "), fixed...), '\n', '\n')
+		}
+		x.markFirstByte()
+		if _, err := x.w.Write(first); err != nil {
+			rec.Outcome, rec.Error = OutcomeCancelled, "client went away during the stream"
+			return true
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			return true
+		}
+		first, data, err = readEvent(events)
+		if err != nil {
+			break
+		}
+	}
+	// The upstream stream broke after output started.
+	reason := "the provider's stream ended before [DONE]"
+	rec.Outcome = OutcomeStreamError
+	switch {
+	case x.ctx.Err() == context.DeadlineExceeded:
+		rec.Outcome, reason = OutcomeTimeout, fmt.Sprintf("request deadline of %s exceeded during the stream", x.g.timeout)
+	case x.ctx.Err() != nil:
+		rec.Outcome, rec.Error = OutcomeCancelled, "client went away during the stream"
+		return true
+	case err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF):
+		reason = "the provider's stream failed: " + err.Error()
+	}
+	rec.Error = reason
+	b, _ := json.Marshal(llm.StreamChunk{Object: "chat.completion.chunk", Choices: []llm.StreamChoice{},
+		Error: &llm.ErrorBody{Message: x.g.scrubString(reason), Type: "upstream_error", Code: "stream_interrupted"}})
+	fmt.Fprintf(x.w, "data: %s\n\ndata: [DONE]\n\n", b)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	return true
+}
+
+// noteUsage records the usage carried by a stream event, if any.
+func (x *exchange) noteUsage(data []byte) {
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	var c struct {
+		Usage *llm.Usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) == nil && c.Usage != nil {
+		x.rec.Tokens = c.Usage.Tokens()
+	}
+}
+
+func isEventStream(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
+}
+
+// readEvent reads one server-sent event: its raw bytes (ending in a blank
+// line) and its data payload. io.EOF means a clean end with no partial event.
+func readEvent(r *bufio.Reader) (raw, data []byte, err error) {
+	var hasData bool
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// An over-long line: collect it whole.
+			rest, err2 := r.ReadBytes('\n')
+			line, err = append(append([]byte(nil), line...), rest...), err2
+		}
+		if err != nil {
+			if err == io.EOF && len(raw) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, nil, err
+		}
+		trimmed := bytes.TrimRight(line, "\r\n")
+		if len(trimmed) == 0 {
+			if len(raw) == 0 {
+				continue // stray blank line between events
+			}
+			raw = append(raw, '\n')
+			if !hasData {
+				raw, data = raw[:0], data[:0] // comment-only event: forward nothing
+				continue
+			}
+			return raw, bytes.TrimSpace(data), nil
+		}
+		raw = append(raw, trimmed...)
+		raw = append(raw, '\n')
+		if v, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			hasData = true
+		}
+	}
+}
+
+// writeSynthesizedStream re-emits a complete chat completion as SSE chunks.
+func writeSynthesizedStream(w http.ResponseWriter, body []byte) error {
+	var resp llm.ChatResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	base := llm.StreamChunk{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model}
+	var out bytes.Buffer
+	emit := func(c llm.StreamChunk) {
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(&out, "data: %s\n\n", b)
+	}
+	for _, ch := range resp.Choices {
+		m := ch.Message
+		calls := make([]llm.ToolCall, len(m.ToolCalls))
+		for i, tc := range m.ToolCalls {
+			idx := i
+			tc.Index = &idx
+			if tc.Type == "" {
+				tc.Type = "function"
+			}
+			calls[i] = tc
+		}
+		c := base
+		finish := ch.FinishReason
+		c.Choices = []llm.StreamChoice{{Index: ch.Index, Delta: llm.Delta{Role: "assistant", Content: m.Content, ReasoningContent: m.ReasoningContent, ToolCalls: calls}}}
+		emit(c)
+		c.Choices = []llm.StreamChoice{{Index: ch.Index, FinishReason: &finish}}
+		emit(c)
+	}
+	if resp.Usage != nil {
+		c := base
+		c.Choices = []llm.StreamChoice{}
+		c.Usage = resp.Usage
+		emit(c)
+	}
+	out.WriteString("data: [DONE]\n\n")
+	_, err := w.Write(out.Bytes())
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return err
+}
