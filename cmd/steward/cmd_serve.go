@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/usage"
+)
+
+// shutdownGrace is how long in-flight requests may take to finish after a
+// stop signal before they are cancelled.
+const shutdownGrace = 10 * time.Second
+
+func init() {
+	register(&command{
+		Name:    "serve",
+		Summary: "run Steward: the host on 127.0.0.1:4317 and the model gateway on :4000",
+		Run: func(ctx context.Context, env *cliEnv, args []string) error {
+			fs := newFlagSet(env, "serve", "", `
+Runs the whole product: the host (HTTP on 127.0.0.1:$HOST_PORT, default 4317) and, unless
+GATEWAY_BASE_URL points at another gateway, the model gateway in-process on
+127.0.0.1:$GATEWAY_PORT (default 4000). Data lives in STEWARD_HOME; the host token is created in
+STEWARD_HOME/auth-token on first start unless STEWARD_AUTH_TOKEN is set.
+SIGINT or SIGTERM stop it cleanly: in-flight requests finish (or are cancelled after 10 s) and every
+store is closed.`)
+			if err := parseFlags(fs, args); err != nil {
+				return err
+			}
+			cfg, err := env.Config()
+			if err != nil {
+				return err
+			}
+			sc, err := readServeConfig(cfg)
+			if err != nil {
+				return err
+			}
+			hostLn, err := listen("host", "HOST_PORT", sc.hostPort)
+			if err != nil {
+				return err
+			}
+			var gwLn net.Listener
+			if sc.gatewayBaseURL == "" {
+				if gwLn, err = listen("gateway", "GATEWAY_PORT", sc.gatewayPort); err != nil {
+					hostLn.Close()
+					return err
+				}
+			}
+			return serve(ctx, env, sc, hostLn, gwLn)
+		},
+	})
+	register(&command{
+		Name:    "gateway",
+		Summary: "run only the OpenAI-compatible model gateway",
+		Run: func(ctx context.Context, env *cliEnv, args []string) error {
+			fs := newFlagSet(env, "gateway", "[--port N]", `
+Runs the model gateway alone on 127.0.0.1 (GATEWAY_PORT, default 4000), configured by
+GATEWAY_CONFIG (default STEWARD_HOME/gateway.yaml; built-in defaults when absent), recording usage
+in STEWARD_HOME/usage.db. Any OpenAI client can use it: base URL http://127.0.0.1:4000/v1.`)
+			port := fs.Int("port", 0, "port to listen on (overrides GATEWAY_PORT)")
+			if err := parseFlags(fs, args); err != nil {
+				return err
+			}
+			cfg, err := env.Config()
+			if err != nil {
+				return err
+			}
+			sc, err := readServeConfig(cfg)
+			if err != nil {
+				return err
+			}
+			if *port != 0 {
+				sc.gatewayPort = *port
+			}
+			ln, err := listen("gateway", "GATEWAY_PORT", sc.gatewayPort)
+			if err != nil {
+				return err
+			}
+			sc.gatewayBaseURL = ""
+			return serve(ctx, env, sc, nil, ln)
+		},
+	})
+}
+
+// serveConfig is the validated configuration of serve and gateway.
+type serveConfig struct {
+	home           string
+	hostPort       int
+	gatewayPort    int
+	gatewayBaseURL string // empty: run the gateway in-process
+	gatewayConfig  string
+	gatewayKey     string
+	requestTimeout time.Duration
+	authToken      string
+	lookup         func(string) (string, bool)
+}
+
+func readServeConfig(cfg *config.Config) (*serveConfig, error) {
+	sc := &serveConfig{
+		home:           cfg.Home,
+		hostPort:       cfg.Port("HOST_PORT", 4317),
+		gatewayPort:    cfg.Port("GATEWAY_PORT", 4000),
+		gatewayBaseURL: cfg.URL("GATEWAY_BASE_URL", ""),
+		gatewayConfig:  cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
+		gatewayKey:     cfg.String("GATEWAY_API_KEY", ""),
+		requestTimeout: cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
+		authToken:      cfg.String("STEWARD_AUTH_TOKEN", ""),
+		lookup:         cfg.Lookup,
+	}
+	if err := cfg.Err(); err != nil {
+		return nil, fmt.Errorf("invalid settings:\n%w", err)
+	}
+	return sc, nil
+}
+
+func listen(what, envVar string, port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("%s port %d is already in use (is Steward already running? set %s to use another port)", what, port, envVar)
+		}
+		return nil, fmt.Errorf("listen for %s on port %d: %w", what, port, err)
+	}
+	return ln, nil
+}
+
+// serve runs the host on hostLn (when not nil) and the gateway on gwLn (when
+// not nil) until ctx ends, then shuts both down and closes the stores.
+func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.Listener) (err error) {
+	log := env.Log
+	var servers []*http.Server
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if cerr := closers[i](); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	closeListeners := func() {
+		for _, ln := range []net.Listener{hostLn, gwLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+
+	ledger, err := usage.Open(ctx, filepath.Join(sc.home, "usage.db"), usage.Options{Logger: log})
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	closers = append(closers, ledger.Close)
+
+	if gwLn != nil {
+		gw, err := newGateway(sc, ledger, log)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		servers = append(servers, &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(gw.Models(), ","))
+	}
+	if hostLn != nil {
+		token, err := host.LoadOrCreateToken(filepath.Join(sc.home, host.TokenFileName), sc.authToken)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		h := host.New(host.Options{Token: token, Version: version, Logger: log})
+		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
+		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home)
+	}
+
+	listeners := []net.Listener{}
+	if hostLn != nil {
+		listeners = append(listeners, hostLn)
+	}
+	if gwLn != nil {
+		listeners = append(listeners, gwLn)
+	}
+	errc := make(chan error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: finishing in-flight requests", "grace", shutdownGrace)
+	case runErr = <-errc:
+		log.Error("server failed; stopping", "err", runErr)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			log.Warn("in-flight requests cancelled at the end of the grace period", "err", err)
+			srv.Close()
+		}
+	}
+	wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+func newGateway(sc *serveConfig, ledger gateway.Ledger, log *slog.Logger) (*gateway.Gateway, error) {
+	gcfg, found, err := gateway.LoadConfig(sc.gatewayConfig)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		log.Info("no gateway config; using built-in defaults (tier-1 and local-embed on Ollama, tier-2…6 on DeepSeek)", "path", sc.gatewayConfig)
+	}
+	return gateway.New(gateway.Options{
+		Config: gcfg, LookupEnv: sc.lookup, APIKey: sc.gatewayKey,
+		RequestTimeout: sc.requestTimeout, Ledger: ledger, Logger: log,
+	})
+}

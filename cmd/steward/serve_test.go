@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/config"
+)
+
+// testEnv is a cliEnv over a private STEWARD_HOME and the given variables.
+func testEnv(t *testing.T, vars map[string]string) (*cliEnv, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	if _, ok := vars["STEWARD_HOME"]; !ok {
+		vars["STEWARD_HOME"] = filepath.Join(t.TempDir(), "home")
+	}
+	var out, errb bytes.Buffer
+	env := &cliEnv{Stdout: &out, Stderr: &errb, loadOpts: config.LoadOptions{
+		Getenv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+	}}
+	env.Log = newLogger(&errb, "info")
+	return env, &out, &errb
+}
+
+func writeGatewayConfig(t *testing.T, home, upstream string) {
+	t.Helper()
+	os.MkdirAll(home, 0o700)
+	yaml := "providers:\n  up: { base_url: " + upstream + " }\nmodels:\n  tier-5: [ { provider: up, model: scripted } ]\n" +
+		"rates:\n  up/scripted: { input: 1, output: 1 }\n"
+	if err := os.WriteFile(filepath.Join(home, "gateway.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func loopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func TestServeRunsHostAndGatewayAndStopsCleanly(t *testing.T) {
+	up := llmtest.NewServer(t)
+	hold := make(chan struct{})
+	up.Enqueue("scripted", llmtest.Reply{Content: "in flight answer", Chunks: 3, Hold: hold})
+	vars := map[string]string{}
+	env, _, logs := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	writeGatewayConfig(t, home, up.URL)
+	cfg, err := env.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLn, gwLn := loopback(t), loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
+
+	resp, err := http.Get("http://" + hostLn.Addr().String() + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("host /health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	info, err := os.Stat(filepath.Join(home, "auth-token"))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("auth-token: %v %v", info, err)
+	}
+	if hi, _ := os.Stat(home); hi.Mode().Perm() != 0o700 {
+		t.Errorf("STEWARD_HOME mode %v, want 0700", hi.Mode().Perm())
+	}
+
+	// A streamed request is in flight when the stop signal arrives.
+	client := llm.NewClient(llm.ClientOptions{BaseURL: "http://" + gwLn.Addr().String() + "/v1"})
+	type result struct {
+		text string
+		err  error
+	}
+	got := make(chan result, 1)
+	firstChunk := make(chan struct{})
+	go func() {
+		ctx := llm.WithAttribution(context.Background(), llm.Attribution{Service: "test", Action: "shutdown"})
+		var once bool
+		r, err := client.ChatStream(ctx, &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, func(llm.StreamChunk) error {
+			if !once {
+				once = true
+				close(firstChunk)
+			}
+			return nil
+		})
+		text := ""
+		if r != nil {
+			text = r.Choices[0].Message.Content
+		}
+		got <- result{text, err}
+	}()
+	<-firstChunk
+	cancel()
+	// New connections are refused once shutdown began; the in-flight one finishes.
+	waitFor(t, func() bool {
+		c, err := net.Dial("tcp", hostLn.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(hold)
+	r := <-got
+	if r.err != nil || r.text != "in flight answer" {
+		t.Fatalf("in-flight stream = %q, %v; want it to finish", r.text, r.err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if !strings.Contains(logs.String(), "stopped") {
+		t.Errorf("no stop log line:\n%s", logs)
+	}
+
+	// The ledger was flushed and closed: the usage command sees the request.
+	env2, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home})
+	if code := run(context.Background(), []string{"usage", "--json", "--since", "24h"}, env2); code != 0 {
+		t.Fatalf("usage exit %d", code)
+	}
+	var rep struct {
+		Total    struct{ Requests int }
+		ByAction []struct{ Key string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("usage --json: %v\n%s", err, out)
+	}
+	if rep.Total.Requests != 1 || len(rep.ByAction) != 1 || rep.ByAction[0].Key != "test/shutdown" {
+		t.Errorf("usage after shutdown = %+v", rep)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestInvalidSettingsNameTheVariable(t *testing.T) {
+	tests := []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"HOST_PORT": "abc"}, "HOST_PORT"},
+		{map[string]string{"GATEWAY_PORT": "70000"}, "GATEWAY_PORT"},
+		{map[string]string{"GATEWAY_BASE_URL": "localhost:4000"}, "GATEWAY_BASE_URL"},
+		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "fast"}, "GATEWAY_REQUEST_TIMEOUT_MS"},
+		{map[string]string{"STEWARD_HOME": "relative/dir"}, "STEWARD_HOME"},
+	}
+	for _, tc := range tests {
+		env, _, errb := testEnv(t, tc.vars)
+		if code := run(context.Background(), []string{"serve"}, env); code != 1 {
+			t.Errorf("%v: exit %d, want 1", tc.vars, code)
+		}
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: error does not name %s:\n%s", tc.vars, tc.want, errb)
+		}
+	}
+}
+
+func TestMalformedGatewayConfigStopsStart(t *testing.T) {
+	vars := map[string]string{}
+	env, _, _ := testEnv(t, vars)
+	os.MkdirAll(vars["STEWARD_HOME"], 0o700)
+	os.WriteFile(filepath.Join(vars["STEWARD_HOME"], "gateway.yaml"), []byte("providers:\n  x: { base_url: http://h, api_key: sk-inline }\n"), 0o600)
+	cfg, _ := env.Config()
+	sc, _ := readServeConfig(cfg)
+	err := serve(context.Background(), env, sc, loopback(t), loopback(t))
+	if err == nil || !strings.Contains(err.Error(), "api_key") || !strings.Contains(err.Error(), "gateway.yaml") {
+		t.Fatalf("err = %v, want it to name the file and the unknown key", err)
+	}
+}
+
+// TestServeBinaryStopsOnSIGTERM runs the real binary with embedded defaults
+// and checks that SIGTERM ends it cleanly with exit status 0.
+func TestServeBinaryStopsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "steward")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	hostLn, gwLn := loopback(t), loopback(t)
+	hostAddr, gwAddr := hostLn.Addr().(*net.TCPAddr), gwLn.Addr().(*net.TCPAddr)
+	hostLn.Close()
+	gwLn.Close()
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+home, "HOST_PORT="+strconv.Itoa(hostAddr.Port), "GATEWAY_PORT="+strconv.Itoa(gwAddr.Port))
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + hostAddr.String() + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	resp, err := http.Get("http://" + gwAddr.String() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"tier-1", "tier-5", "tier-6", "local-embed"} {
+		if !strings.Contains(string(body), `"`+m+`"`) {
+			t.Errorf("embedded default models lack %s: %s", m, body)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "stopped") {
+		t.Errorf("logs:\n%s", logs.String())
+	}
+}

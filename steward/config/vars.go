@@ -1,0 +1,97 @@
+package config
+
+import "strings"
+
+// Var documents one setting that Steward reads from the environment or from
+// STEWARD_HOME/config.env. The table is the single list shown by
+// `steward config` and used to catch misspelt keys in config.env.
+type Var struct {
+	Name    string
+	Default string
+	Purpose string
+	Secret  bool // never printed
+}
+
+// Vars lists every setting Steward knows. Add a row when a package starts
+// reading a new variable.
+var Vars = []Var{
+	{Name: "STEWARD_HOME", Default: "platform data directory", Purpose: "Directory holding every Steward store, token and config file."},
+	{Name: "STEWARD_LOG_LEVEL", Default: "info", Purpose: "Log level: debug, info, warn or error."},
+	{Name: "HOST_PORT", Default: "4317", Purpose: "Host HTTP port on 127.0.0.1."},
+	{Name: "HOST_ALLOWED_ORIGINS", Purpose: "Extra allowed browser origins, comma-separated."},
+	{Name: "STEWARD_AUTH_TOKEN", Purpose: "Override the persisted host auth token.", Secret: true},
+	{Name: "STEWARD_TLS_CERT", Purpose: "Certificate for the optional HTTPS listener."},
+	{Name: "STEWARD_TLS_KEY", Purpose: "Key for the optional HTTPS listener.", Secret: true},
+	{Name: "STEWARD_TLS_PORT", Default: "HOST_PORT+1", Purpose: "HTTPS listener port."},
+	{Name: "GATEWAY_BASE_URL", Default: "http://127.0.0.1:4000/v1", Purpose: "Where the host reaches the gateway; set it to use a gateway running elsewhere instead of the in-process one."},
+	{Name: "GATEWAY_PORT", Default: "4000", Purpose: "Gateway port on 127.0.0.1."},
+	{Name: "GATEWAY_CONFIG", Default: "$STEWARD_HOME/gateway.yaml", Purpose: "Gateway providers, models and rates."},
+	{Name: "GATEWAY_API_KEY", Purpose: "Bearer key required on the gateway's model routes when set.", Secret: true},
+	{Name: "GATEWAY_REQUEST_TIMEOUT_MS", Default: "120000", Purpose: "One deadline shared by every attempt of a gateway request."},
+	{Name: "HOST_TIER", Default: "tier-5", Purpose: "Public model name the agent uses."},
+	{Name: "DEEPSEEK_API_KEY", Purpose: "DeepSeek key for the default paid tiers.", Secret: true},
+	{Name: "OPENAI_API_KEY", Purpose: "Key for an OpenAI provider named in gateway.yaml.", Secret: true},
+	{Name: "APPROVAL_TIMEOUT_MS", Default: "300000", Purpose: "How long a gated action waits for approval before it is denied."},
+	{Name: "MAIL_CONFIG", Default: "$STEWARD_HOME/mail.yaml", Purpose: "Mail accounts."},
+	{Name: "MAIL_EMBED_ENDPOINT", Default: "gateway", Purpose: "Mail embedding endpoint; off disables."},
+	{Name: "MAIL_CLASSIFY_ENDPOINT", Default: "gateway", Purpose: "Mail role classification endpoint; off disables."},
+	{Name: "CALENDAR_CONFIG", Default: "$STEWARD_HOME/calendar.yaml", Purpose: "Calendar sources."},
+	{Name: "CONTACTS_CONFIG", Default: "$STEWARD_HOME/contacts.yaml", Purpose: "Contacts sources."},
+	{Name: "CALENDAR_INDEX_DB", Default: "$STEWARD_HOME/calendar-index.sqlitedb", Purpose: "Calendar index path."},
+	{Name: "CONTACTS_INDEX_DB", Default: "$STEWARD_HOME/contacts-index.sqlitedb", Purpose: "Contacts index path."},
+	{Name: "DOCUMENT_MAX_BYTES", Default: "26214400", Purpose: "Largest document read, capped at 100 MiB."},
+	{Name: "DOCUMENT_EXTRACT_TIMEOUT_MS", Default: "15000", Purpose: "Document extraction deadline, 1–60 s."},
+	{Name: "DOCUMENT_MAX_EXTRACTED_CHARS", Default: "8000000", Purpose: "Extracted text budget per document, at most 32 M."},
+	{Name: "DOCUMENT_ARCHIVE_MAX_BYTES", Default: "67108864", Purpose: "Declared Office ZIP expansion limit, at most 256 MiB."},
+	{Name: "DOCUMENT_CACHE_MAX_BYTES", Default: "67108864", Purpose: "Extracted document cache budget, at most 256 MiB."},
+	{Name: "DOCUMENT_EMBED_ENDPOINT", Default: "gateway", Purpose: "Document embedding endpoint; off disables semantic search."},
+	{Name: "DOCUMENT_EMBED_MODEL", Default: "local-embed", Purpose: "Document embedding model."},
+	{Name: "DOCUMENT_EMBED_API_KEY", Purpose: "Key for a separate document embedding endpoint.", Secret: true},
+	{Name: "DOCUMENT_EMBED_DIM", Purpose: "Expected document embedding dimension."},
+	{Name: "WRITE_OP_MAIL_MAX_CONFIRM_ATTEMPTS", Default: "12", Purpose: "Mail write confirmation attempts."},
+	{Name: "WRITE_OP_CALENDAR_MAX_CONFIRM_ATTEMPTS", Default: "12", Purpose: "Calendar write confirmation attempts."},
+	{Name: "ACTION_CENTER_CALENDAR_DAYS", Default: "3", Purpose: "Calendar reminder lookahead in days."},
+	{Name: "STEWARD_PUSH_CONTACT", Purpose: "VAPID contact URI for Web Push."},
+	{Name: "STEWARD_WHISPER_BIN", Purpose: "whisper.cpp binary for transcription."},
+	{Name: "STEWARD_WHISPER_MODEL", Purpose: "Whisper model file."},
+	{Name: "STEWARD_SPEECH_LANGUAGE", Default: "en", Purpose: "Whisper language code."},
+	{Name: "STEWARD_SPEECH_ENABLED", Default: "1", Purpose: "Set 0 to disable transcription."},
+	{Name: "VIAGGIATRENO_BASE_URL", Purpose: "ViaggiaTreno endpoint override."},
+	{Name: "WATCH_DB", Default: "$STEWARD_HOME/watches.db", Purpose: "Watch store path."},
+	{Name: "WATCH_POLL_MS", Default: "45000", Purpose: "Watch polling interval, at least 15000."},
+}
+
+// varPrefixes are families of settings named by pattern, such as the
+// scheduler's SCHED_<JOB>_MIN intervals.
+var varPrefixes = []struct{ prefix, suffix string }{
+	{"SCHED_", "_MIN"},
+}
+
+// Lookup returns the documented setting called name.
+func Lookup(name string) (Var, bool) {
+	for _, v := range Vars {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	for _, p := range varPrefixes {
+		if strings.HasPrefix(name, p.prefix) && strings.HasSuffix(name, p.suffix) && len(name) > len(p.prefix)+len(p.suffix) {
+			return Var{Name: name}, true
+		}
+	}
+	return Var{}, false
+}
+
+// IsSecret reports whether the value of name must never be shown.
+func IsSecret(name string) bool {
+	if v, ok := Lookup(name); ok && v.Secret {
+		return true
+	}
+	upper := strings.ToUpper(name)
+	for _, s := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASS"} {
+		if strings.Contains(upper, s) {
+			return true
+		}
+	}
+	return false
+}

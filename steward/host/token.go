@@ -1,0 +1,63 @@
+package host
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// TokenFileName is the host token's file inside STEWARD_HOME.
+const TokenFileName = "auth-token"
+
+// LoadOrCreateToken returns override when set; otherwise the token stored at
+// path, creating it (random, mode 0600) on first start.
+func LoadOrCreateToken(path, override string) (string, error) {
+	if t := strings.TrimSpace(override); t != "" {
+		if len(t) < 16 {
+			return "", errors.New("STEWARD_AUTH_TOKEN is too short: use at least 16 characters")
+		}
+		return t, nil
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		t := strings.TrimSpace(string(b))
+		if len(t) < 16 {
+			return "", fmt.Errorf("auth token file %s is empty or too short: delete it to generate a new one", path)
+		}
+		if info, err := os.Stat(path); err == nil && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return "", fmt.Errorf("restrict auth token file %s to its owner: %w", path, err)
+			}
+		}
+		return t, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("read auth token %s: %w", path, err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("generate auth token: %w", err)
+	}
+	t := base64.RawURLEncoding.EncodeToString(raw[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadOrCreateToken(path, "") // another process created it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("create auth token %s: %w", path, err)
+	}
+	if _, err := f.WriteString(t + "\n"); err != nil {
+		f.Close()
+		os.Remove(path)
+		return "", fmt.Errorf("write auth token %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("sync auth token %s: %w", path, err)
+	}
+	return t, f.Close()
+}
