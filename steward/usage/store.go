@@ -92,6 +92,8 @@ type Store struct {
 	queue chan any
 	wg    sync.WaitGroup
 	once  sync.Once
+
+	insReq, insAtt, insTool *sql.Stmt
 }
 
 // Open opens (creating) the ledger at path and starts its writer.
@@ -101,6 +103,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open usage ledger: %w", err)
 	}
 	s := &Store{db: db, log: opts.Logger, queue: make(chan any, 4096)}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&s.insReq, `INSERT OR REPLACE INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		{&s.insAtt, `INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?)`},
+		{&s.insTool, `INSERT INTO tool_calls(ts, service, action, chat_id, tool, duration_ms, ok, error) VALUES (?,?,?,?,?,?,?,?)`},
+	} {
+		if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("prepare usage ledger statements: %w", err)
+		}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -147,24 +162,32 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
+// batchWindow is how long the writer gathers records into one transaction:
+// one commit per window instead of one per request keeps the ledger off the
+// gateway's CPU budget under load.
+const batchWindow = 20 * time.Millisecond
+
 func (s *Store) writer() {
 	defer s.wg.Done()
-	batch := make([]any, 0, 256)
+	batch := make([]any, 0, 512)
 	for item := range s.queue {
 		batch = append(batch[:0], item)
-		// Take whatever else is already queued into the same transaction.
-	more:
-		for len(batch) < cap(batch) {
+		_, flushing := item.(flushReq)
+		window := time.NewTimer(batchWindow)
+	gather:
+		for !flushing && len(batch) < cap(batch) {
 			select {
 			case it, ok := <-s.queue:
 				if !ok {
-					break more
+					break gather
 				}
 				batch = append(batch, it)
-			default:
-				break more
+				_, flushing = it.(flushReq)
+			case <-window.C:
+				break gather
 			}
 		}
+		window.Stop()
 		if err := s.write(batch); err != nil {
 			s.log.Error("usage ledger write failed; these rows are lost", "rows", len(batch), "err", err)
 		}
@@ -182,25 +205,23 @@ func (s *Store) write(batch []any) error {
 		return err
 	}
 	defer tx.Rollback()
+	insReq, insAtt, insTool := tx.Stmt(s.insReq), tx.Stmt(s.insAtt), tx.Stmt(s.insTool)
 	for _, it := range batch {
 		var err error
 		switch r := it.(type) {
 		case gateway.RequestRecord:
 			t := r.Tokens
-			_, err = tx.Exec(`INSERT OR REPLACE INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-				r.ID, r.Time.UnixMilli(), r.Service, r.Action, r.Endpoint, r.PublicModel, r.Provider, r.UpstreamModel,
+			_, err = insReq.Exec(r.ID, r.Time.UnixMilli(), r.Service, r.Action, r.Endpoint, r.PublicModel, r.Provider, r.UpstreamModel,
 				r.Stream, string(r.Outcome), r.Status, t.Input, t.Output, t.CacheRead, t.CacheWrite, r.CostUSD,
 				ms(r.Latency), ms(r.TTFB), r.Attempts, r.Error)
 		case gateway.AttemptRecord:
-			_, err = tx.Exec(`INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?)`,
-				r.RequestID, r.Seq, r.Time.UnixMilli(), r.Provider, r.UpstreamModel, r.Stream, r.Status,
+			_, err = insAtt.Exec(r.RequestID, r.Seq, r.Time.UnixMilli(), r.Provider, r.UpstreamModel, r.Stream, r.Status,
 				string(r.Outcome), ms(r.TimeToHeaders), r.Error)
 		case ToolCall:
 			if r.Time.IsZero() {
 				r.Time = time.Now()
 			}
-			_, err = tx.Exec(`INSERT INTO tool_calls(ts, service, action, chat_id, tool, duration_ms, ok, error) VALUES (?,?,?,?,?,?,?,?)`,
-				r.Time.UnixMilli(), label(r.Service), label(r.Action), r.ChatID, r.Tool, ms(r.Duration), r.OK, r.Error)
+			_, err = insTool.Exec(r.Time.UnixMilli(), label(r.Service), label(r.Action), r.ChatID, r.Tool, ms(r.Duration), r.OK, r.Error)
 		}
 		if err != nil {
 			return err
