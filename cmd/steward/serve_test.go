@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -203,10 +205,7 @@ func TestServeBinaryStopsOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "steward")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildSteward(t)
 	hostLn, gwLn := loopback(t), loopback(t)
 	hostAddr, gwAddr := hostLn.Addr().(*net.TCPAddr), gwLn.Addr().(*net.TCPAddr)
 	hostLn.Close()
@@ -245,5 +244,63 @@ func TestServeBinaryStopsOnSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "stopped") {
 		t.Errorf("logs:\n%s", logs.String())
+	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildSteward builds the steward binary once per test run.
+func buildSteward(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "steward-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "steward")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// TestGatewayBenchSmoke runs the benchmark harness at smoke size: it checks
+// that every path answers and the report is complete, not the figures.
+func TestGatewayBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	cmd := exec.Command(buildSteward(t), "bench", "gateway", "--smoke", "--json")
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep gatewayBenchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if len(rep.Scenarios) != 2 || rep.Scenarios[0].Concurrency != 1 || rep.Scenarios[1].Concurrency != 64 {
+		t.Fatalf("scenarios = %+v", rep.Scenarios)
+	}
+	for _, s := range rep.Scenarios {
+		for _, name := range []string{"direct", "proxy", "gateway"} {
+			st := s.Targets[name]
+			if st.Errors != 0 || st.P50MS <= 0 || st.Throughput <= 0 {
+				t.Errorf("concurrency %d %s: %+v", s.Concurrency, name, st)
+			}
+		}
+	}
+	if rep.GatewayPeakRSSMiB <= 0 {
+		t.Errorf("gateway RSS not measured: %+v", rep)
 	}
 }

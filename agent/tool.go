@@ -1,0 +1,51 @@
+// Package agent is the turn loop both products share: a conversation, a set
+// of tools and a public model name go in; the loop calls the model
+// (streaming), runs the tool calls it asks for, appends their results and
+// repeats until the model answers without tool calls or a step limit is
+// reached, emitting typed events throughout. It knows nothing of HTTP,
+// SQLite or policy: policy wraps tools.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"` // JSON Schema of the arguments object
+}
+
+// ToolResult is what a tool call produced.
+type ToolResult struct {
+	// Content is the text the model sees.
+	Content string `json:"content"`
+	// IsError marks a failed call; the model still sees Content.
+	IsError bool `json:"isError,omitempty"`
+	// Data is an optional structured result for clients (rich cards); the
+	// model does not see it.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Tool is something the model can call. Call's error means the tool could
+// not run; the loop turns it into an error result the model sees.
+type Tool interface {
+	Spec() ToolSpec
+	Call(ctx context.Context, args json.RawMessage) (ToolResult, error)
+}
+
+// ToolFunc adapts a function to Tool.
+type ToolFunc struct {
+	ToolSpec
+	Fn func(ctx context.Context, args json.RawMessage) (ToolResult, error)
+}
+
+// Spec returns the tool's description.
+func (f ToolFunc) Spec() ToolSpec { return f.ToolSpec }
+
+// Call runs the function.
+func (f ToolFunc) Call(ctx context.Context, args json.RawMessage) (ToolResult, error) {
+	return f.Fn(ctx, args)
+}
