@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentstack/agentstack/llm"
+)
+
+// DefaultMaxSteps bounds the model calls of one run.
+const DefaultMaxSteps = 24
+
+// Model streams chat completions; *llm.Client is one.
+type Model interface {
+	ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, error)
+}
+
+// RunOptions describes one run: a turn of a conversation.
+type RunOptions struct {
+	Model     Model
+	ModelName string // public model name, e.g. tier-5
+	// Messages is the conversation so far, ending with the new user message.
+	Messages []llm.Message
+	Tools    []Tool
+	MaxSteps int // default DefaultMaxSteps
+	// OnEvent receives every event, in order, from the run's goroutine.
+	OnEvent func(Event)
+}
+
+// RunResult is what a run added to the conversation.
+type RunResult struct {
+	// Messages are the new assistant and tool messages, in order. Every tool
+	// call in them has exactly one result, even after a cancellation.
+	Messages []llm.Message
+	// Text is the final assistant text.
+	Text   string
+	Reason StopReason
+	Steps  int
+}
+
+// CancelledResult is the tool result recorded for a call that was cancelled
+// before it finished or before it started.
+const CancelledResult = "Tool call cancelled: the turn was stopped before this call completed."
+
+// Run executes one turn. It returns an error only when the run ended
+// because of it (model failure or cancellation); the result is valid and
+// paired in every case.
+func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
+	emit := opts.OnEvent
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	maxSteps := opts.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	tools := map[string]Tool{}
+	var specs []llm.Tool
+	for _, t := range opts.Tools {
+		s := t.Spec()
+		tools[s.Name] = t
+		params := s.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		specs = append(specs, llm.Tool{Type: "function", Function: llm.FunctionDef{Name: s.Name, Description: s.Description, Parameters: params}})
+	}
+	res := &RunResult{}
+	conv := append([]llm.Message(nil), opts.Messages...)
+	finish := func(reason StopReason, err error) (*RunResult, error) {
+		res.Reason = reason
+		if err != nil {
+			emit(ErrorEvent{Err: err})
+		}
+		emit(Done{Reason: reason, Steps: res.Steps})
+		return res, err
+	}
+
+	for {
+		if res.Steps >= maxSteps {
+			return finish(StopStepLimit, nil)
+		}
+		if err := ctx.Err(); err != nil {
+			return finish(StopAborted, err)
+		}
+		res.Steps++
+		req := &llm.ChatRequest{Model: opts.ModelName, Messages: conv, Tools: specs}
+		resp, err := opts.Model.ChatStream(ctx, req, func(c llm.StreamChunk) error {
+			for _, ch := range c.Choices {
+				if ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" {
+					emit(AssistantDelta{Text: ch.Delta.Content, Reasoning: ch.Delta.ReasoningContent})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			// Keep visible partial text; drop half-streamed tool calls, which
+			// could never be paired with results.
+			if resp != nil && len(resp.Choices) > 0 && resp.Choices[0].Message.Content != "" {
+				partial := llm.Message{Role: "assistant", Content: resp.Choices[0].Message.Content}
+				res.Messages = append(res.Messages, partial)
+				res.Text = partial.Content
+				emit(AssistantMessage{Message: partial})
+			}
+			if ctx.Err() != nil {
+				return finish(StopAborted, ctx.Err())
+			}
+			return finish(StopError, fmt.Errorf("model call: %w", err))
+		}
+		msg := resp.Choices[0].Message
+		msg.Role = "assistant"
+		conv = append(conv, msg)
+		res.Messages = append(res.Messages, msg)
+		res.Text = msg.Content
+		emit(AssistantMessage{Message: msg, Usage: resp.Usage})
+		if len(msg.ToolCalls) == 0 {
+			return finish(StopAnswered, nil)
+		}
+		for i, call := range msg.ToolCalls {
+			if ctx.Err() != nil {
+				// Pair every remaining call with an explicit failed result.
+				for _, rest := range msg.ToolCalls[i:] {
+					m := toolMessage(rest.ID, CancelledResult)
+					conv = append(conv, m)
+					res.Messages = append(res.Messages, m)
+					emit(ToolError{CallID: rest.ID, Name: rest.Function.Name, Err: "cancelled"})
+				}
+				return finish(StopAborted, ctx.Err())
+			}
+			content := runTool(ctx, tools, call, emit)
+			m := toolMessage(call.ID, content)
+			conv = append(conv, m)
+			res.Messages = append(res.Messages, m)
+		}
+	}
+}
+
+func toolMessage(id, content string) llm.Message {
+	return llm.Message{Role: "tool", ToolCallID: id, Content: content}
+}
+
+// runTool runs one call and returns the content the model sees.
+func runTool(ctx context.Context, tools map[string]Tool, call llm.ToolCall, emit func(Event)) string {
+	name := call.Function.Name
+	args := json.RawMessage(call.Function.Arguments)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	emit(ToolStart{CallID: call.ID, Name: name, Args: args})
+	start := time.Now()
+	fail := func(msg string) string {
+		emit(ToolError{CallID: call.ID, Name: name, Err: msg, Duration: time.Since(start)})
+		return "Error: " + msg
+	}
+	tool, ok := tools[name]
+	if !ok {
+		return fail(fmt.Sprintf("unknown tool %q", name))
+	}
+	if !json.Valid(args) {
+		return fail("the arguments are not valid JSON; send a JSON object matching the tool's schema")
+	}
+	tctx := context.WithValue(context.WithValue(ctx, emitterKey{}, emit), callKey{}, CallInfo{CallID: call.ID, Name: name})
+	result, err := safeCall(tctx, tool, args)
+	if err != nil {
+		if ctx.Err() != nil {
+			emit(ToolError{CallID: call.ID, Name: name, Err: "cancelled", Duration: time.Since(start)})
+			return CancelledResult
+		}
+		return fail(err.Error())
+	}
+	emit(ToolResultEvent{CallID: call.ID, Name: name, Result: result, Duration: time.Since(start)})
+	if result.IsError && result.Content == "" {
+		return "Error: the tool failed without a message"
+	}
+	return result.Content
+}
+
+func safeCall(ctx context.Context, t Tool, args json.RawMessage) (r ToolResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the tool crashed: %v", p)
+		}
+	}()
+	return t.Call(ctx, args)
+}
