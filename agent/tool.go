@@ -27,6 +27,9 @@ type ToolResult struct {
 	// Data is an optional structured result for clients (rich cards); the
 	// model does not see it.
 	Data json.RawMessage `json:"data,omitempty"`
+	// EffectiveArgs, when set, are the arguments the call actually ran with
+	// (an approval with edits replaced the model's).
+	EffectiveArgs json.RawMessage `json:"effectiveArgs,omitempty"`
 }
 
 // Tool is something the model can call. Call's error means the tool could

@@ -1,0 +1,149 @@
+// Package policy is Steward's deterministic tool policy: every tool the agent
+// sees is wrapped so that it is allowed, gated behind the user's approval, or
+// denied — decided by code and configuration, never by prompt text, so that
+// injected content cannot redefine it.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Decision is what the policy does with a tool call.
+type Decision string
+
+// Decisions.
+const (
+	Allow Decision = "allow" // run at once
+	Gate  Decision = "gate"  // ask the user first
+	Deny  Decision = "deny"  // refuse without asking
+)
+
+// Rules are exact tool names per decision plus denied name prefixes.
+type Rules struct {
+	Allow        []string `yaml:"allow"`
+	Gate         []string `yaml:"gate"`
+	Deny         []string `yaml:"deny"`
+	DenyPrefixes []string `yaml:"deny_prefixes"`
+}
+
+// BuiltinAllow lists the known read-only tools of Steward's own connectors
+// and the host, which run without a card.
+var BuiltinAllow = []string{
+	// mail
+	"mcp__mail__search_mail", "mcp__mail__read_email", "mcp__mail__read_thread", "mcp__mail__list_mailboxes",
+	"mcp__mail__list_accounts", "mcp__mail__read_attachment",
+	// calendar and contacts
+	"mcp__calendar__search_events", "mcp__calendar__read_event", "mcp__calendar__list_calendars",
+	"mcp__calendar__check_availability", "mcp__contacts__search_contacts", "mcp__contacts__resolve_recipient",
+	"mcp__contacts__read_contact",
+	// documents and shell reads
+	"mcp__documents__document_info", "mcp__documents__document_read", "mcp__documents__document_search",
+	"mcp__shell__find_files", "mcp__shell__run_readonly",
+	// trains and watches (observing or reducing background work)
+	"mcp__trains__find_next_train", "mcp__trains__train_status", "create_watch", "stop_watch", "list_watches",
+	// wiki reads, write-journal review, Action Center reads
+	"mcp__wiki__wiki_search", "mcp__wiki__wiki_read", "mcp__wiki__wiki_list",
+	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
+	"mcp__actions__list_actions", "mcp__actions__read_action",
+}
+
+// BuiltinGate lists tools that must always ask, whatever a prefix says.
+var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write"}
+
+// Policy decides tool calls.
+type Policy struct {
+	user, builtin map[string]Decision
+	denyPrefixes  []string
+}
+
+// New combines the built-in rules with the user's.
+func New(user Rules) (*Policy, error) {
+	if err := user.validate(); err != nil {
+		return nil, err
+	}
+	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}}
+	for _, n := range BuiltinAllow {
+		p.builtin[n] = Allow
+	}
+	for _, n := range BuiltinGate {
+		p.builtin[n] = Gate
+	}
+	for d, names := range map[Decision][]string{Allow: user.Allow, Gate: user.Gate, Deny: user.Deny} {
+		for _, n := range names {
+			p.user[n] = d
+		}
+	}
+	p.denyPrefixes = append(p.denyPrefixes, user.DenyPrefixes...)
+	return p, nil
+}
+
+func (r Rules) validate() error {
+	var errs []error
+	seen := map[string]string{}
+	for list, names := range map[string][]string{"allow": r.Allow, "gate": r.Gate, "deny": r.Deny} {
+		for _, n := range names {
+			if strings.TrimSpace(n) == "" || n != strings.TrimSpace(n) {
+				errs = append(errs, fmt.Errorf("%s: %q is not a tool name", list, n))
+			}
+			if other, dup := seen[n]; dup && other != list {
+				errs = append(errs, fmt.Errorf("tool %q is in both %s and %s", n, other, list))
+			}
+			seen[n] = list
+		}
+	}
+	for _, p := range r.DenyPrefixes {
+		if strings.TrimSpace(p) == "" {
+			errs = append(errs, errors.New("deny_prefixes: an empty prefix would deny every tool"))
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// Decide returns the decision for a tool: the user's exact rules, then the
+// built-in exact rules, then deny prefixes, then the default gate.
+func (p *Policy) Decide(tool string) Decision {
+	if d, ok := p.user[tool]; ok {
+		return d
+	}
+	if d, ok := p.builtin[tool]; ok {
+		return d
+	}
+	for _, pre := range p.denyPrefixes {
+		if strings.HasPrefix(tool, pre) {
+			return Deny
+		}
+	}
+	return Gate
+}
+
+// LoadRules reads STEWARD_HOME/policy.yaml strictly. A missing file means no
+// user rules; a malformed one is an error naming the file, which stops start-up.
+func LoadRules(path string) (Rules, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Rules{}, nil
+	}
+	if err != nil {
+		return Rules{}, fmt.Errorf("read policy %s: %w", path, err)
+	}
+	var r Rules
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil && !errors.Is(err, io.EOF) { // an empty file is no rules
+		return Rules{}, fmt.Errorf("policy %s: %w", path, err)
+	}
+	if err := r.validate(); err != nil {
+		return Rules{}, fmt.Errorf("policy %s: %w", path, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,203 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/steward/policy"
+)
+
+func TestDecide(t *testing.T) {
+	p, err := policy.New(policy.Rules{
+		Allow:        []string{"mcp__github__get_issue", "mcp__shell__run_write"},
+		Deny:         []string{"mcp__mail__read_email"},
+		Gate:         []string{"mcp__calendar__search_events"},
+		DenyPrefixes: []string{"mcp__github__", "mcp__danger"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]policy.Decision{
+		"mcp__mail__search_mail":       policy.Allow, // built-in read
+		"mcp__mail__send_email":        policy.Gate,  // default
+		"create_agent_watch":           policy.Gate,  // built-in gate
+		"create_watch":                 policy.Allow,
+		"mcp__github__get_issue":       policy.Allow, // exact rule before the prefix
+		"mcp__github__delete_repo":     policy.Deny,  // prefix
+		"mcp__dangerzone__x":           policy.Deny,
+		"mcp__mail__read_email":        policy.Deny, // user overrides a built-in allow
+		"mcp__calendar__search_events": policy.Gate, // user can tighten
+		"mcp__shell__run_write":        policy.Allow,
+		"unknown_tool":                 policy.Gate,
+	}
+	for tool, want := range tests {
+		if got := p.Decide(tool); got != want {
+			t.Errorf("Decide(%s) = %s, want %s", tool, got, want)
+		}
+	}
+}
+
+func TestLoadRules(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		path := filepath.Join(dir, "policy.yaml")
+		os.WriteFile(path, []byte(s), 0o600)
+		return path
+	}
+	if r, err := policy.LoadRules(filepath.Join(dir, "missing.yaml")); err != nil || len(r.Allow) != 0 {
+		t.Errorf("missing file: %+v %v", r, err)
+	}
+	if _, err := policy.LoadRules(write("")); err != nil {
+		t.Errorf("empty file: %v", err)
+	}
+	r, err := policy.LoadRules(write("allow: [a]\ndeny_prefixes: [mcp__x__]\n"))
+	if err != nil || r.Allow[0] != "a" || r.DenyPrefixes[0] != "mcp__x__" {
+		t.Errorf("valid file: %+v %v", r, err)
+	}
+	for _, bad := range []string{"allow: [a]\nallw: [b]\n", "allow: [a]\ndeny: [a]\n", "deny_prefixes: ['']\n", "allow: {a: 1}\n"} {
+		if _, err := policy.LoadRules(write(bad)); err == nil || !strings.Contains(err.Error(), "policy.yaml") {
+			t.Errorf("%q: err = %v, want an error naming the file", bad, err)
+		}
+	}
+}
+
+// fakeApprover answers with a fixed response, or waits for ctx when wait is set.
+type fakeApprover struct {
+	resp  policy.ApprovalResponse
+	err   error
+	wait  bool
+	asked []policy.ApprovalRequest
+}
+
+func (f *fakeApprover) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.ApprovalResponse, error) {
+	f.asked = append(f.asked, req)
+	if f.wait {
+		<-ctx.Done()
+		return policy.ApprovalResponse{}, ctx.Err()
+	}
+	return f.resp, f.err
+}
+
+type sendMail struct {
+	got       []string
+	preflight bool
+}
+
+func (s *sendMail) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "mcp__mail__send_email", Parameters: json.RawMessage(`{"type":"object","required":["to","body"],"properties":{"to":{},"body":{},"cc":{}}}`)}
+}
+
+func (s *sendMail) Call(_ context.Context, args json.RawMessage) (agent.ToolResult, error) {
+	s.got = append(s.got, string(args))
+	return agent.ToolResult{Content: "sent"}, nil
+}
+
+type preflightMail struct{ sendMail }
+
+func (p *preflightMail) Preflight(_ context.Context, args json.RawMessage) (json.RawMessage, error) {
+	var a map[string]any
+	json.Unmarshal(args, &a)
+	to, _ := a["to"].(string)
+	if !strings.Contains(to, "@") {
+		return nil, errors.New("to must be an email address")
+	}
+	a["to"] = strings.ToLower(to)
+	return json.Marshal(a)
+}
+
+func call(t *testing.T, tool agent.Tool, ap policy.Approver, timeout time.Duration, args string) agent.ToolResult {
+	t.Helper()
+	p, _ := policy.New(policy.Rules{DenyPrefixes: []string{"mcp__blocked__"}})
+	wrapped := policy.Wrap([]agent.Tool{tool}, policy.WrapOptions{Policy: p, Approver: ap, Timeout: timeout})[0]
+	res, err := wrapped.Call(context.Background(), json.RawMessage(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestGate(t *testing.T) {
+	const args = `{"to":"Anna@Polimi.it","body":"hello"}`
+	tests := []struct {
+		name      string
+		ap        *fakeApprover
+		wantRun   string // arguments the tool received, "" = it must not run
+		wantText  string
+		wantError bool
+	}{
+		{"approved", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}, args, "sent", false},
+		{"approved with edits", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved,
+			Args: json.RawMessage(`{"to":"bob@example.com","body":"edited","cc":null}`)}},
+			`{"body":"edited","to":"bob@example.com"}`, "user edited the arguments", false},
+		{"denied with note", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: "not now"}}, "", policy.BlockedDenied + " The user's note: not now", true},
+		{"revision", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: "shorter"}}, "", policy.RevisionPrefix + " The user's note: shorter", true},
+		{"timed out", &fakeApprover{wait: true}, "", policy.BlockedTimeout, true},
+		{"no channel", &fakeApprover{err: errors.New("no client connected")}, "", policy.BlockedNoClient, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := &sendMail{}
+			res := call(t, tool, tc.ap, 50*time.Millisecond, args)
+			if !strings.Contains(res.Content, tc.wantText) || res.IsError != tc.wantError {
+				t.Errorf("result = %+v", res)
+			}
+			if tc.wantRun == "" && len(tool.got) != 0 {
+				t.Errorf("tool ran with %v", tool.got)
+			}
+			if tc.wantRun != "" && (len(tool.got) != 1 || tool.got[0] != tc.wantRun) {
+				t.Errorf("tool received %v, want %s", tool.got, tc.wantRun)
+			}
+			if tc.wantRun != "" && string(res.EffectiveArgs) != tc.wantRun {
+				t.Errorf("effective args = %s", res.EffectiveArgs)
+			}
+			if len(tc.ap.asked) != 1 || string(tc.ap.asked[0].Args) != args || tc.ap.asked[0].Tool != "mcp__mail__send_email" {
+				t.Errorf("approval requests = %+v", tc.ap.asked)
+			}
+		})
+	}
+}
+
+func TestAllowAndDenyNeverAsk(t *testing.T) {
+	ap := &fakeApprover{}
+	read := agent.ToolFunc{ToolSpec: agent.ToolSpec{Name: "mcp__mail__search_mail"}, Fn: func(context.Context, json.RawMessage) (agent.ToolResult, error) {
+		return agent.ToolResult{Content: "3 results"}, nil
+	}}
+	if res := call(t, read, ap, time.Second, `{}`); res.Content != "3 results" {
+		t.Errorf("allowed tool = %+v", res)
+	}
+	ran := false
+	blockedTool := agent.ToolFunc{ToolSpec: agent.ToolSpec{Name: "mcp__blocked__wipe"}, Fn: func(context.Context, json.RawMessage) (agent.ToolResult, error) {
+		ran = true
+		return agent.ToolResult{}, nil
+	}}
+	if res := call(t, blockedTool, ap, time.Second, `{}`); res.Content != policy.BlockedByPolicy || !res.IsError || ran {
+		t.Errorf("denied tool = %+v ran=%v", res, ran)
+	}
+	if len(ap.asked) != 0 {
+		t.Errorf("allow/deny asked for approval: %+v", ap.asked)
+	}
+}
+
+func TestPreflightBeforeAndAfterEdits(t *testing.T) {
+	ap := &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}
+	tool := &preflightMail{}
+	if res := call(t, tool, ap, time.Second, `{"to":"nobody","body":"x"}`); !res.IsError || len(ap.asked) != 0 {
+		t.Errorf("invalid proposal reached the user: %+v asked=%d", res, len(ap.asked))
+	}
+	res := call(t, tool, ap, time.Second, `{"to":"ANNA@X.IT","body":"x"}`)
+	if len(ap.asked) != 1 || !strings.Contains(string(ap.asked[0].Args), "anna@x.it") || res.Content != "sent" {
+		t.Errorf("normalised proposal not shown: %+v, %+v", ap.asked, res)
+	}
+	ap2 := &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved, Args: json.RawMessage(`{"to":"broken","body":"x"}`)}}
+	tool2 := &preflightMail{}
+	if res := call(t, tool2, ap2, time.Second, `{"to":"a@b.c","body":"x"}`); !res.IsError || len(tool2.got) != 0 {
+		t.Errorf("invalid edits ran: %+v %v", res, tool2.got)
+	}
+}
