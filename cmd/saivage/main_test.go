@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, vars map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &env{stdout: &out, stderr: &errb, lookupEnv: func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}})
+	return code, out.String(), errb.String()
+}
+
+func TestInitValidateTreeInEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"SAIVAGE_ROOT": dir}
+	code, out, errs := runCLI(t, env, "init", "--objective", "Build a todo app")
+	if code != 0 || !strings.Contains(out, "initialised project") {
+		t.Fatalf("init: %d %q %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, env, "validate")
+	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "1 active") {
+		t.Fatalf("validate: %d %q %q", code, out, errs)
+	}
+	code, out, _ = runCLI(t, env, "tree")
+	if code != 0 || out != "project [project] backlog — Project\n" {
+		t.Fatalf("tree: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "tree", "--json")
+	var tree struct{ ID, Type, Status string }
+	if code != 0 || json.Unmarshal([]byte(out), &tree) != nil || tree.ID != "project" || tree.Status != "backlog" {
+		t.Fatalf("tree --json: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "record", "show", "project", "objective", "--json")
+	var rec struct {
+		Version int
+		Content string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Version != 1 || rec.Content != "Build a todo app" {
+		t.Fatalf("record show: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "record", "diff", "project", "objective")
+	if code != 0 || !strings.Contains(out, "+Build a todo app") || !strings.Contains(out, "-# Objective") {
+		t.Fatalf("record diff: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "record", "history", "project", "objective")
+	if code != 0 || !strings.HasPrefix(out, "v1 ") || !strings.Contains(out, "runtime:bootstrap") {
+		t.Fatalf("record history: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "card", "show", "project", "--json")
+	if code != 0 || !strings.Contains(out, `"objective"`) {
+		t.Fatalf("card show: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, env, "status", "--json")
+	var st struct {
+		Runtime string
+		Lock    struct{ Status string }
+		Cards   map[string]int
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Lock.Status != "missing" || st.Cards["backlog"] != 1 {
+		t.Fatalf("status: %d %q", code, out)
+	}
+	// A second init keeps the config and only validates.
+	code, out, _ = runCLI(t, env, "init")
+	if code != 0 || !strings.Contains(out, "kept existing") || !strings.Contains(out, "already initialised") {
+		t.Fatalf("second init: %d %q", code, out)
+	}
+}
+
+func TestValidateReportsKeyPath(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"SAIVAGE_ROOT": dir}
+	if code, _, errs := runCLI(t, env, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
+	b, _ := os.ReadFile(cfgPath)
+	broken := strings.Replace(string(b), "    session: card\n    model_route: default\n    prompt: {reference: prompts/agents/executor.md}",
+		"    session: card\n    model: gpt-4\n    prompt: {reference: prompts/agents/executor.md}", 1)
+	if broken == string(b) {
+		t.Fatal("fixture edit failed")
+	}
+	os.WriteFile(cfgPath, []byte(broken), 0o644)
+	code, out, errs := runCLI(t, env, "validate", "--json")
+	if code != 1 || !strings.Contains(errs, "agents.executor.model: unknown key (old model shape") || !strings.Contains(out, `"ok": false`) {
+		t.Fatalf("validate: %d %q %q", code, out, errs)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Commands:"},
+		{[]string{"help"}, 0, "saivage <command>"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"init", "--help"}, 0, "Templates:"},
+		{[]string{"card", "list"}, 2, "expected: card show ID"},
+		{[]string{"version", "--json"}, 0, `"version"`},
+	}
+	for _, tt := range tests {
+		code, out, errs := runCLI(t, map[string]string{"SAIVAGE_ROOT": t.TempDir()}, tt.args...)
+		if code != tt.code || !strings.Contains(out+errs, tt.want) {
+			t.Errorf("%v: %d %q %q", tt.args, code, out, errs)
+		}
+	}
+	// Uninitialised projects say what to do.
+	code, _, errs := runCLI(t, map[string]string{"SAIVAGE_ROOT": t.TempDir()}, "tree")
+	if code != 1 || !strings.Contains(errs, "config.yaml") {
+		t.Fatalf("tree in empty dir: %d %q", code, errs)
+	}
+}

@@ -1,0 +1,254 @@
+// Package conversations owns agent sessions on disk: a session
+// ("agent:<name>:global" or "agent:<name>:<card-id>") is an index selecting
+// numbered JSONL segments. Every tool result in a segment must answer an
+// earlier call of the same segment; only a sole final call may be unmatched.
+package conversations
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/agentstack/agentstack/saivage/state"
+)
+
+// Format labels.
+const (
+	IndexFormat   = 12
+	SegmentFormat = 2
+)
+
+// SessionID returns the stable session identity of an agent: global when
+// card is "", else bound to the card.
+func SessionID(agent, card string) string {
+	if card == "" {
+		return "agent:" + agent + ":global"
+	}
+	return "agent:" + agent + ":" + card
+}
+
+// Index selects a session's segments in order; the last is current.
+type Index struct {
+	Format   int       `json:"format"`
+	HeadUUID string    `json:"head_uuid"`
+	Session  string    `json:"session"`
+	Segments []Segment `json:"segments"`
+}
+
+// Segment is one indexed segment file.
+type Segment struct {
+	N    int    `json:"n"`
+	Kind string `json:"kind"` // ordinary | compacted
+}
+
+// Row is one conversation row.
+type Row struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"` // marker | user | assistant | tool_call | tool_result | summary
+	// CallID pairs tool_call and tool_result rows.
+	CallID  string          `json:"call_id,omitempty"`
+	Name    string          `json:"name,omitempty"`
+	Content json.RawMessage `json:"content,omitempty"`
+}
+
+var rowKinds = map[string]bool{"marker": true, "user": true, "assistant": true, "tool_call": true, "tool_result": true, "summary": true}
+
+// Store publishes and reads sessions.
+type Store struct{ pub *state.Publisher }
+
+// New returns a Store.
+func New(pub *state.Publisher) *Store { return &Store{pub: pub} }
+
+func indexPath(dir string) string { return filepath.Join(dir, "index.json") }
+
+func segmentPath(dir string, n int) string {
+	return filepath.Join(dir, "versions", strconv.Itoa(n)+".jsonl")
+}
+
+// Establish creates a session directory with an empty index. The directory
+// must not exist.
+func (s *Store) Establish(dir, session string) error {
+	if err := s.pub.Mkdir(dir, true); err != nil {
+		return fmt.Errorf("establish session %s: %w", session, err)
+	}
+	if err := s.pub.Mkdir(filepath.Join(dir, "versions"), true); err != nil {
+		return fmt.Errorf("establish session %s: %w", session, err)
+	}
+	return s.publishIndex(dir, Index{Format: IndexFormat, Session: session, Segments: []Segment{}}, true)
+}
+
+func (s *Store) publishIndex(dir string, idx Index, initial bool) error {
+	idx.HeadUUID = state.NewUUID()
+	data, err := json.Marshal(idx)
+	if err != nil {
+		return err
+	}
+	return s.pub.PublishHead(dir, "index.json", data, initial)
+}
+
+// ReadIndex reads a session index strictly. A missing index is an error
+// naming the file.
+func (s *Store) ReadIndex(dir, session string) (Index, error) {
+	p := indexPath(dir)
+	data, err := state.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Index{}, fmt.Errorf("%s: required session index is missing", p)
+		}
+		return Index{}, fmt.Errorf("read session index: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var idx Index
+	if err := dec.Decode(&idx); err != nil {
+		return Index{}, fmt.Errorf("%s: invalid session index: %v", p, err)
+	}
+	if idx.Format != IndexFormat || idx.HeadUUID == "" || idx.Session != session || idx.Segments == nil {
+		return Index{}, fmt.Errorf("%s: invalid session index for %s", p, session)
+	}
+	for i, seg := range idx.Segments {
+		if seg.N != i+1 || (seg.Kind != "ordinary" && seg.Kind != "compacted") {
+			return Index{}, fmt.Errorf("%s: segment %d is not consecutive or has kind %q", p, i, seg.Kind)
+		}
+	}
+	return idx, nil
+}
+
+// Append appends rows to the current segment as one envelope, starting the
+// first segment when the index has none.
+func (s *Store) Append(dir, session string, rows []Row) error {
+	idx, err := s.ReadIndex(dir, session)
+	if err != nil {
+		return err
+	}
+	first := len(idx.Segments) == 0
+	n := len(idx.Segments)
+	if first {
+		n = 1
+	} else if _, err := s.Load(dir, session, state.TailTruncate); err != nil {
+		return err
+	}
+	env := state.Envelope{V: SegmentFormat}
+	for _, r := range rows {
+		if !rowKinds[r.Kind] || r.ID == "" {
+			return fmt.Errorf("append to %s: invalid row %+v", session, r)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		env.Rows = append(env.Rows, b)
+	}
+	if err := s.pub.Append(segmentPath(dir, n), env, first); err != nil {
+		return err
+	}
+	if first {
+		idx.Segments = []Segment{{N: 1, Kind: "ordinary"}}
+		return s.publishIndex(dir, idx, false)
+	}
+	return nil
+}
+
+// Load reads every indexed segment, strictly validating each; only the
+// current segment's torn tail is handled by tail (historical segments fail).
+func (s *Store) Load(dir, session string, tail state.TailPolicy) ([][]Row, error) {
+	idx, err := s.ReadIndex(dir, session)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]Row, 0, len(idx.Segments))
+	for i, seg := range idx.Segments {
+		p := segmentPath(dir, seg.N)
+		policy := state.TailFail
+		if i == len(idx.Segments)-1 {
+			policy = tail
+		}
+		var rows []Row
+		_, err := s.pub.ReadJSONL(p, state.ReadOptions{
+			Versions: []int{SegmentFormat},
+			Tail:     policy,
+			Validate: func(_ int, env state.Envelope) error {
+				for _, raw := range env.Rows {
+					var r Row
+					dec := json.NewDecoder(bytes.NewReader(raw))
+					dec.DisallowUnknownFields()
+					if err := dec.Decode(&r); err != nil {
+						return err
+					}
+					if !rowKinds[r.Kind] || r.ID == "" {
+						return fmt.Errorf("invalid row kind %q", r.Kind)
+					}
+					rows = append(rows, r)
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := ValidatePairs(rows); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, rows)
+	}
+	return out, nil
+}
+
+// ValidatePairs checks that every tool result answers an earlier, still
+// unanswered call, and that at most the final call is left unanswered.
+func ValidatePairs(rows []Row) error {
+	open := map[string]int{}
+	ids := map[string]bool{}
+	for i, r := range rows {
+		if ids[r.ID] {
+			return fmt.Errorf("row %d: duplicate row id %s", i, r.ID)
+		}
+		ids[r.ID] = true
+		switch r.Kind {
+		case "tool_call":
+			if r.CallID == "" {
+				return fmt.Errorf("row %d: tool call without call_id", i)
+			}
+			if _, dup := open[r.CallID]; dup {
+				return fmt.Errorf("row %d: call %s repeated while unanswered", i, r.CallID)
+			}
+			open[r.CallID] = i
+		case "tool_result":
+			if _, ok := open[r.CallID]; !ok {
+				return fmt.Errorf("row %d: tool result %s has no earlier call", i, r.CallID)
+			}
+			delete(open, r.CallID)
+		}
+	}
+	if len(open) > 1 {
+		return fmt.Errorf("%d unanswered tool calls; only a sole final call may be unanswered", len(open))
+	}
+	for id, at := range open {
+		if at != len(rows)-1 {
+			return fmt.Errorf("tool call %s is unanswered but not final", id)
+		}
+	}
+	return nil
+}
+
+// ParseSessionID splits a session identity into agent and card ("" for
+// global sessions).
+func ParseSessionID(id string) (agent, card string, err error) {
+	rest, ok := strings.CutPrefix(id, "agent:")
+	if !ok {
+		return "", "", fmt.Errorf("session %q does not start with agent:", id)
+	}
+	agent, card, ok = strings.Cut(rest, ":")
+	if !ok || agent == "" || card == "" {
+		return "", "", fmt.Errorf("session %q is not agent:<name>:<global|card-id>", id)
+	}
+	if card == "global" {
+		card = ""
+	}
+	return agent, card, nil
+}

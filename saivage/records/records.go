@@ -1,0 +1,454 @@
+// Package records owns a card's named records: an absence-only baseline
+// (revision 0) at initialisation, at most one open draft, and immutable
+// accepted versions 1, 2, 3, … published before the head that selects them.
+// The baseline, a draft that was never changed and empty content are never
+// accepted.
+package records
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentstack/agentstack/saivage/state"
+)
+
+// Selections of a record head.
+const (
+	SelBaseline = "baseline"
+	SelDraft    = "draft"
+	SelAccepted = "accepted"
+)
+
+// Format labels of record files.
+const (
+	HeadFormat     = 3
+	AcceptedFormat = 5
+)
+
+// MaxContentBytes bounds one record's content.
+const MaxContentBytes = 1 << 20
+
+// Head is a record's current selector.
+type Head struct {
+	Format    int    `json:"format"`
+	HeadUUID  string `json:"head_uuid"`
+	Card      string `json:"card"`
+	Record    string `json:"record"`
+	Revision  int    `json:"revision"`
+	Selection string `json:"selection"`
+	// Latest is the newest accepted version; 0 when none.
+	Latest int `json:"latest"`
+	// LatestFile names the latest accepted document in accepted/.
+	LatestFile string `json:"latest_file,omitempty"`
+	// Baseline is the initialisation content (revision 0).
+	Baseline  string    `json:"baseline"`
+	Draft     *Draft    `json:"draft,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Draft is the open draft of a record. It targets version Latest+1.
+type Draft struct {
+	Target  int    `json:"target"`
+	Content string `json:"content"`
+	// Changed is false for draft 0 (opened, never changed by a write).
+	Changed bool   `json:"changed"`
+	Author  string `json:"author"`
+}
+
+// Accepted is one immutable accepted version.
+type Accepted struct {
+	Format  int    `json:"format"`
+	Card    string `json:"card"`
+	Record  string `json:"record"`
+	Version int    `json:"version"`
+	// Previous names the predecessor accepted document ("" for version 1).
+	Previous   string    `json:"previous"`
+	Content    string    `json:"content"`
+	Author     string    `json:"author"`
+	AcceptedAt time.Time `json:"accepted_at"`
+}
+
+// Errors returned by record mutations.
+var (
+	ErrNotInitialized = errors.New("record is not initialised")
+	ErrExists         = errors.New("record is already initialised")
+	ErrDraftOpen      = errors.New("record has an open draft")
+	ErrNoDraft        = errors.New("record has no open draft")
+	ErrUnchanged      = errors.New("draft was never changed; the baseline and the first unchanged draft are not accepted")
+	ErrEmpty          = errors.New("empty content is not accepted")
+	ErrNoVersion      = errors.New("no such version")
+)
+
+// Store reads and publishes records below a card directory.
+type Store struct {
+	pub *state.Publisher
+	now func() time.Time
+}
+
+// Options configures a Store.
+type Options struct {
+	Publisher *state.Publisher
+	// Now stamps publications; time.Now when nil.
+	Now func() time.Time
+}
+
+// New returns a Store.
+func New(opts Options) *Store {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{pub: opts.Publisher, now: now}
+}
+
+// Ref names one record of one card.
+type Ref struct {
+	// CardDir is the card's directory; records live in CardDir/records/Name.
+	CardDir string
+	Card    string
+	Name    string
+}
+
+func (r Ref) dir() string { return filepath.Join(r.CardDir, "records", r.Name) }
+
+// HeadPath returns the record head file.
+func (r Ref) HeadPath() string { return filepath.Join(r.dir(), "head.json") }
+
+// DocPath returns the path of an accepted document file name. Accepted
+// documents are named "<version>-<random>.json" so a document published
+// before a crash that prevented its head never blocks the next acceptance.
+func (r Ref) DocPath(name string) string {
+	return filepath.Join(r.dir(), "accepted", name)
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// ReadHead reads and validates the record head.
+func (s *Store) ReadHead(r Ref) (Head, error) {
+	p := r.HeadPath()
+	data, err := state.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Head{}, fmt.Errorf("record %s/%s: %w (%s missing)", r.Card, r.Name, ErrNotInitialized, p)
+		}
+		return Head{}, fmt.Errorf("read record head: %w", err)
+	}
+	var h Head
+	if err := decodeStrict(data, &h); err != nil {
+		return Head{}, fmt.Errorf("%s: invalid record head: %v", p, err)
+	}
+	if err := h.validate(r); err != nil {
+		return Head{}, fmt.Errorf("%s: invalid record head: %v", p, err)
+	}
+	return h, nil
+}
+
+func (h Head) validate(r Ref) error {
+	switch {
+	case h.Format != HeadFormat:
+		return fmt.Errorf("format %d, want %d", h.Format, HeadFormat)
+	case h.HeadUUID == "":
+		return errors.New("missing head_uuid")
+	case h.Card != r.Card || h.Record != r.Name:
+		return fmt.Errorf("belongs to %s/%s", h.Card, h.Record)
+	case h.Revision < 0 || h.Latest < 0:
+		return errors.New("negative revision or version")
+	case (h.Latest == 0) != (h.LatestFile == ""):
+		return errors.New("latest version and latest_file disagree")
+	case h.Latest > 0 && (!strings.HasPrefix(h.LatestFile, strconv.Itoa(h.Latest)+"-") || strings.ContainsAny(h.LatestFile, "/\\")):
+		return fmt.Errorf("latest_file %q does not name version %d", h.LatestFile, h.Latest)
+	}
+	switch h.Selection {
+	case SelBaseline:
+		if h.Latest != 0 || h.Draft != nil {
+			return errors.New("baseline selection with accepted versions or a draft")
+		}
+	case SelAccepted:
+		if h.Latest < 1 || h.Draft != nil {
+			return errors.New("accepted selection without a version or with a draft")
+		}
+	case SelDraft:
+		if h.Draft == nil || h.Draft.Target != h.Latest+1 {
+			return errors.New("draft selection without a draft targeting latest+1")
+		}
+	default:
+		return fmt.Errorf("unknown selection %q", h.Selection)
+	}
+	return nil
+}
+
+// Initialize publishes the baseline (revision 0). The head must be absent.
+func (s *Store) Initialize(r Ref, baseline string) (Head, error) {
+	if len(baseline) > MaxContentBytes {
+		return Head{}, fmt.Errorf("record %s/%s: baseline over %d bytes", r.Card, r.Name, MaxContentBytes)
+	}
+	if err := s.pub.Mkdir(r.dir(), true); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return Head{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrExists)
+		}
+		return Head{}, err
+	}
+	if err := s.pub.Mkdir(filepath.Join(r.dir(), "accepted"), true); err != nil {
+		return Head{}, err
+	}
+	h := Head{Format: HeadFormat, Card: r.Card, Record: r.Name, Selection: SelBaseline, Baseline: baseline}
+	return h, s.publish(r, h, true)
+}
+
+func (s *Store) publish(r Ref, h Head, initial bool) error {
+	h.HeadUUID = state.NewUUID()
+	h.UpdatedAt = s.now().UTC()
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return s.pub.PublishHead(r.dir(), "head.json", data, initial)
+}
+
+// Current is a record's current effective content.
+type Current struct {
+	Head    Head
+	Content string
+	// Version is the accepted version the content belongs to (0 for the
+	// baseline); a draft's content has Version == Head.Latest and Draft set.
+	Version int
+}
+
+// Current returns the current content: the open draft, else the latest
+// accepted version, else the baseline.
+func (s *Store) Current(r Ref) (Current, error) {
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Current{}, err
+	}
+	switch h.Selection {
+	case SelDraft:
+		return Current{Head: h, Content: h.Draft.Content, Version: h.Latest}, nil
+	case SelAccepted:
+		a, err := s.readDoc(r, h.LatestFile, h.Latest)
+		if err != nil {
+			return Current{}, err
+		}
+		return Current{Head: h, Content: a.Content, Version: h.Latest}, nil
+	}
+	return Current{Head: h, Content: h.Baseline}, nil
+}
+
+// Version reads accepted version n (n ≥ 1) strictly, following predecessor
+// links back from the latest version.
+func (s *Store) Version(r Ref, n int) (Accepted, error) {
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if n < 1 || n > h.Latest {
+		return Accepted{}, fmt.Errorf("record %s/%s version %d: %w", r.Card, r.Name, n, ErrNoVersion)
+	}
+	a, err := s.readDoc(r, h.LatestFile, h.Latest)
+	for err == nil && a.Version > n {
+		a, err = s.readDoc(r, a.Previous, a.Version-1)
+	}
+	return a, err
+}
+
+// Latest reads the document the head selects as latest accepted version.
+func (s *Store) Latest(r Ref, h Head) (Accepted, error) {
+	if h.Latest == 0 {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrNoVersion)
+	}
+	return s.readDoc(r, h.LatestFile, h.Latest)
+}
+
+func (s *Store) readDoc(r Ref, name string, n int) (Accepted, error) {
+	p := r.DocPath(name)
+	if !strings.HasPrefix(name, strconv.Itoa(n)+"-") || strings.ContainsAny(name, "/\\") {
+		return Accepted{}, fmt.Errorf("record %s/%s: predecessor %q does not name version %d", r.Card, r.Name, name, n)
+	}
+	data, err := state.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Accepted{}, fmt.Errorf("%s: accepted version %d is missing", p, n)
+		}
+		return Accepted{}, fmt.Errorf("read record version: %w", err)
+	}
+	var a Accepted
+	if err := decodeStrict(data, &a); err != nil {
+		return Accepted{}, fmt.Errorf("%s: invalid accepted record: %v", p, err)
+	}
+	if a.Format != AcceptedFormat || a.Card != r.Card || a.Record != r.Name || a.Version != n {
+		return Accepted{}, fmt.Errorf("%s: accepted record does not match %s/%s version %d", p, r.Card, r.Name, n)
+	}
+	return a, nil
+}
+
+// Content returns version n's content, where 0 is the baseline.
+func (s *Store) Content(r Ref, n int) (string, error) {
+	if n == 0 {
+		h, err := s.ReadHead(r)
+		if err != nil {
+			return "", err
+		}
+		return h.Baseline, nil
+	}
+	a, err := s.Version(r, n)
+	return a.Content, err
+}
+
+// History returns every accepted version, oldest first. Versions must be
+// consecutive documents 1..Latest linked by their predecessors.
+func (s *Store) History(r Ref) ([]Accepted, error) {
+	h, err := s.ReadHead(r)
+	if err != nil || h.Latest == 0 {
+		return []Accepted{}, err
+	}
+	a, err := s.readDoc(r, h.LatestFile, h.Latest)
+	if err != nil {
+		return nil, err
+	}
+	out := []Accepted{a}
+	for a.Version > 1 {
+		if a, err = s.readDoc(r, a.Previous, a.Version-1); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// OpenDraft opens draft 0 from the current content, targeting Latest+1.
+func (s *Store) OpenDraft(r Ref, author string) (Head, error) {
+	cur, err := s.Current(r)
+	if err != nil {
+		return Head{}, err
+	}
+	h := cur.Head
+	if h.Draft != nil {
+		return Head{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrDraftOpen)
+	}
+	h.Revision++
+	h.Selection = SelDraft
+	h.Draft = &Draft{Target: h.Latest + 1, Content: cur.Content, Author: author}
+	return h, s.publish(r, h, false)
+}
+
+// WriteDraft replaces the open draft's content. Writing identical content
+// publishes nothing.
+func (s *Store) WriteDraft(r Ref, content, author string) (Head, error) {
+	if len(content) > MaxContentBytes {
+		return Head{}, fmt.Errorf("record %s/%s: content over %d bytes", r.Card, r.Name, MaxContentBytes)
+	}
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Head{}, err
+	}
+	if h.Draft == nil {
+		return Head{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrNoDraft)
+	}
+	if h.Draft.Content == content {
+		return h, nil
+	}
+	h.Revision++
+	h.Draft = &Draft{Target: h.Draft.Target, Content: content, Changed: true, Author: author}
+	return h, s.publish(r, h, false)
+}
+
+// DiscardDraft closes the draft without accepting it.
+func (s *Store) DiscardDraft(r Ref) (Head, error) {
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Head{}, err
+	}
+	if h.Draft == nil {
+		return Head{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrNoDraft)
+	}
+	h.Revision++
+	h.Draft = nil
+	h.Selection = SelAccepted
+	if h.Latest == 0 {
+		h.Selection = SelBaseline
+	}
+	return h, s.publish(r, h, false)
+}
+
+// Accept publishes the open, changed, non-empty draft as the immutable
+// version Latest+1, then selects it.
+func (s *Store) Accept(r Ref, author string) (Accepted, error) {
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if h.Draft == nil {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrNoDraft)
+	}
+	if !h.Draft.Changed {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrUnchanged)
+	}
+	return s.accept(r, h, h.Draft.Content, author)
+}
+
+// AcceptContent directly accepts content as version Latest+1 without a
+// transient draft (Analyst/operator edits). An open draft conflicts.
+func (s *Store) AcceptContent(r Ref, content, author string) (Accepted, error) {
+	if len(content) > MaxContentBytes {
+		return Accepted{}, fmt.Errorf("record %s/%s: content over %d bytes", r.Card, r.Name, MaxContentBytes)
+	}
+	h, err := s.ReadHead(r)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if h.Draft != nil {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrDraftOpen)
+	}
+	return s.accept(r, h, content, author)
+}
+
+func (s *Store) accept(r Ref, h Head, content, author string) (Accepted, error) {
+	if strings.TrimSpace(content) == "" {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrEmpty)
+	}
+	a := Accepted{Format: AcceptedFormat, Card: r.Card, Record: r.Name, Version: h.Latest + 1,
+		Previous: h.LatestFile, Content: content, Author: author, AcceptedAt: s.now().UTC()}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return Accepted{}, err
+	}
+	name := strconv.Itoa(a.Version) + "-" + state.NewUUID()[:8] + ".json"
+	if err := s.pub.CreateNew(r.DocPath(name), data); err != nil {
+		return Accepted{}, fmt.Errorf("accept record %s/%s version %d: %w", r.Card, r.Name, a.Version, err)
+	}
+	h.Revision++
+	h.Latest = a.Version
+	h.LatestFile = name
+	h.Selection = SelAccepted
+	h.Draft = nil
+	if err := s.publish(r, h, false); err != nil {
+		return Accepted{}, err
+	}
+	return a, nil
+}
+
+// Exists reports whether the record's head is present.
+func Exists(r Ref) bool {
+	_, err := os.Lstat(r.HeadPath())
+	return err == nil
+}
