@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/usage"
 )
 
@@ -94,28 +97,38 @@ in STEWARD_HOME/usage.db. Any OpenAI client can use it: base URL http://127.0.0.
 
 // serveConfig is the validated configuration of serve and gateway.
 type serveConfig struct {
-	home           string
-	hostPort       int
-	gatewayPort    int
-	gatewayBaseURL string // empty: run the gateway in-process
-	gatewayConfig  string
-	gatewayKey     string
-	requestTimeout time.Duration
-	authToken      string
-	lookup         func(string) (string, bool)
+	home            string
+	hostPort        int
+	gatewayPort     int
+	gatewayBaseURL  string // empty: run the gateway in-process
+	gatewayConfig   string
+	gatewayKey      string
+	requestTimeout  time.Duration
+	authToken       string
+	allowedOrigins  []string
+	hostTier        string
+	approvalTimeout time.Duration
+	lookup          func(string) (string, bool)
 }
 
 func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 	sc := &serveConfig{
-		home:           cfg.Home,
-		hostPort:       cfg.Port("HOST_PORT", 4317),
-		gatewayPort:    cfg.Port("GATEWAY_PORT", 4000),
-		gatewayBaseURL: cfg.URL("GATEWAY_BASE_URL", ""),
-		gatewayConfig:  cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
-		gatewayKey:     cfg.String("GATEWAY_API_KEY", ""),
-		requestTimeout: cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
-		authToken:      cfg.String("STEWARD_AUTH_TOKEN", ""),
-		lookup:         cfg.Lookup,
+		home:            cfg.Home,
+		hostPort:        cfg.Port("HOST_PORT", 4317),
+		gatewayPort:     cfg.Port("GATEWAY_PORT", 4000),
+		gatewayBaseURL:  cfg.URL("GATEWAY_BASE_URL", ""),
+		gatewayConfig:   cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
+		gatewayKey:      cfg.String("GATEWAY_API_KEY", ""),
+		requestTimeout:  cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
+		authToken:       cfg.String("STEWARD_AUTH_TOKEN", ""),
+		hostTier:        cfg.String("HOST_TIER", "tier-5"),
+		approvalTimeout: cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
+		lookup:          cfg.Lookup,
+	}
+	for _, o := range strings.Split(cfg.String("HOST_ALLOWED_ORIGINS", ""), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			sc.allowedOrigins = append(sc.allowedOrigins, o)
+		}
 	}
 	if err := cfg.Err(); err != nil {
 		return nil, fmt.Errorf("invalid settings:\n%w", err)
@@ -162,8 +175,9 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	}
 	closers = append(closers, ledger.Close)
 
+	var gw *gateway.Gateway
 	if gwLn != nil {
-		gw, err := newGateway(sc, ledger, log)
+		gw, err = newGateway(sc, ledger, log)
 		if err != nil {
 			closeListeners()
 			return err
@@ -177,9 +191,49 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			closeListeners()
 			return err
 		}
-		h := host.New(host.Options{Token: token, Version: version, Logger: log})
+		rules, err := policy.LoadRules(filepath.Join(sc.home, "policy.yaml"))
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		pol, err := policy.New(rules)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		closers = append(closers, chatStore.Close)
+		gatewayURL := sc.gatewayBaseURL
+		if gatewayURL == "" {
+			gatewayURL = "http://" + gwLn.Addr().String() + "/v1"
+		}
+		modelKey := sc.gatewayKey
+		if modelKey == "" {
+			modelKey = "sk-local"
+		}
+		var rates func() map[string]gateway.Rate
+		if gw != nil {
+			rates = gw.Rates
+		}
+		h := host.New(host.Options{
+			Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
+			Usage: ledger, Rates: rates,
+			Chats: host.ManagerOptions{
+				Store:           chatStore,
+				Model:           llm.NewClient(llm.ClientOptions{BaseURL: gatewayURL, APIKey: modelKey}),
+				ModelName:       sc.hostTier,
+				SystemPrompt:    host.DefaultSystemPrompt,
+				Policy:          pol,
+				ApprovalTimeout: sc.approvalTimeout,
+			},
+		})
+		closers = append(closers, func() error { h.Close(); return nil })
 		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
-		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home)
+		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
 	}
 
 	listeners := []net.Listener{}

@@ -45,6 +45,15 @@ CREATE TABLE session (
 	message TEXT NOT NULL,   -- llm.Message JSON
 	PRIMARY KEY (chat_id, seq)
 );
+`, `
+CREATE TABLE files (
+	token      TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,   -- the uploaded name, for display only
+	mime       TEXT NOT NULL,
+	size       INTEGER NOT NULL,
+	path       TEXT NOT NULL,   -- where the bytes are, chosen by the host
+	created_at INTEGER NOT NULL
+);
 `}
 
 // ErrNotFound reports a chat that does not exist (or was deleted).
@@ -290,4 +299,43 @@ func (s *Store) AppendSession(ctx context.Context, chatID string, msgs ...llm.Me
 		}
 	}
 	return tx.Commit()
+}
+
+// File is an uploaded file registered under an opaque token.
+type File struct {
+	Token     string
+	Name      string
+	MIME      string
+	Size      int64
+	Path      string
+	CreatedAt time.Time
+}
+
+// RegisterFile records an uploaded file.
+func (s *Store) RegisterFile(ctx context.Context, f File) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO files(token, name, mime, size, path, created_at) VALUES (?,?,?,?,?,?)`,
+		f.Token, f.Name, f.MIME, f.Size, f.Path, f.CreatedAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("register upload: %w", err)
+	}
+	return nil
+}
+
+// ErrNoFile reports an unknown upload token.
+var ErrNoFile = errors.New("no such file")
+
+// File returns the upload registered under token.
+func (s *Store) File(ctx context.Context, token string) (*File, error) {
+	var f File
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT token, name, mime, size, path, created_at FROM files WHERE token = ?`, token).
+		Scan(&f.Token, &f.Name, &f.MIME, &f.Size, &f.Path, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoFile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up file: %w", err)
+	}
+	f.CreatedAt = time.UnixMilli(created)
+	return &f, nil
 }

@@ -1,29 +1,60 @@
 // Package host is Steward's HTTP host on 127.0.0.1:4317: health, the
-// authenticated data routes and (later) the WebSocket protocol and web app.
+// WebSocket protocol at /ws, chat turns with the tool policy and approvals,
+// uploads, quick send, and the usage and audit views. Every data route and
+// the WebSocket need the host token; /health does not.
 package host
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/steward/usage"
 )
 
 // Options configures the host.
 type Options struct {
-	// Token authenticates every data route.
+	// Token authenticates every data route and the WebSocket.
 	Token   string
 	Version string
 	Logger  *slog.Logger
+	// Home is STEWARD_HOME; uploads go to Home/uploads.
+	Home string
+	// AllowedOrigins are extra browser origins (HOST_ALLOWED_ORIGINS), e.g.
+	// https://mac.tailnet.ts.net:4318. The host's own origin is always allowed.
+	AllowedOrigins []string
+	// Chats configures the ChatManager; its Clients is set by the host.
+	Chats ManagerOptions
+	// Usage serves GET /usage; Rates prices it.
+	Usage *usage.Store
+	Rates func() map[string]gateway.Rate
+	// AuditHandler serves GET /audit (already filtering and paginating).
+	AuditHandler http.Handler
 }
 
 // Host serves Steward's HTTP routes.
 type Host struct {
-	opts    Options
-	started time.Time
-	mux     *http.ServeMux
+	opts           Options
+	log            *slog.Logger
+	started        time.Time
+	mux            *http.ServeMux
+	hub            *hub
+	manager        *ChatManager
+	files          *files
+	originPatterns []string
+	allowedOrigins map[string]bool
+
+	ctx    context.Context // cancelled by Close: ends turns and connections
+	cancel context.CancelFunc
+	turns  sync.WaitGroup
 }
 
 // New returns a host with its routes registered.
@@ -31,40 +62,123 @@ func New(opts Options) *Host {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{opts: opts, started: time.Now(), mux: http.NewServeMux()}
+	h := &Host{opts: opts, log: opts.Logger, started: time.Now(), mux: http.NewServeMux(),
+		hub: &hub{clients: map[*wsClient]struct{}{}, log: opts.Logger}, allowedOrigins: map[string]bool{}}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	for _, o := range opts.AllowedOrigins {
+		o = strings.TrimRight(strings.TrimSpace(o), "/")
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			h.allowedOrigins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+			h.originPatterns = append(h.originPatterns, u.Host)
+		}
+	}
+	if opts.Chats.Store != nil {
+		mo := opts.Chats
+		mo.Clients = h.hub
+		if mo.Logger == nil {
+			mo.Logger = opts.Logger
+		}
+		if mo.Usage == nil && opts.Usage != nil {
+			mo.Usage = opts.Usage
+		}
+		h.manager = NewManager(mo)
+		h.files = &files{dir: filepath.Join(opts.Home, "uploads"), store: mo.Store}
+		h.mux.HandleFunc("GET /ws", h.handleWS)
+		h.Handle("POST /upload", http.HandlerFunc(h.handleUpload))
+		h.Handle("GET /file/{token}", http.HandlerFunc(h.handleFile))
+		h.Handle("POST /quick-send", http.HandlerFunc(h.handleQuickSend))
+	}
 	h.mux.HandleFunc("GET /health", h.handleHealth)
+	if opts.Usage != nil {
+		h.Handle("GET /usage", http.HandlerFunc(h.handleUsage))
+	}
+	if opts.AuditHandler != nil {
+		h.Handle("GET /audit", opts.AuditHandler)
+	}
 	return h
 }
 
-// Handler returns the host's HTTP handler.
-func (h *Host) Handler() http.Handler { return h.mux }
+// Manager returns the host's chat manager (nil without a chat store).
+func (h *Host) Manager() *ChatManager { return h.manager }
+
+// Handler returns the host's HTTP handler, which refuses foreign browser origins.
+func (h *Host) Handler() http.Handler { return h.checkOrigin(h.mux) }
 
 // Handle registers an authenticated route.
 func (h *Host) Handle(pattern string, handler http.Handler) {
 	h.mux.Handle(pattern, h.RequireToken(handler))
 }
 
+// Close ends running turns and WebSocket connections, and waits for the turns
+// to record their outcome.
+func (h *Host) Close() {
+	h.cancel()
+	h.hub.closeAll()
+	h.turns.Wait()
+}
+
 func (h *Host) handleHealth(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, http.StatusOK, map[string]any{
 		"ok": true, "service": "steward-host", "version": h.opts.Version,
 		"uptimeSeconds": int(time.Since(h.started).Seconds()),
 	})
 }
 
+func (h *Host) validToken(got string) bool {
+	return h.opts.Token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.opts.Token)) == 1
+}
+
 // RequireToken lets a request through only with the host token in the
 // Authorization header (never in the URL).
 func (h *Host) RequireToken(next http.Handler) http.Handler {
-	want := []byte(h.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
-			w.Header().Set("Content-Type", "application/json")
+		if !ok || !h.validToken(got) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="steward"`)
-			w.WriteHeader(http.StatusUnauthorized)
-			json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong token: send Authorization: Bearer <token from STEWARD_HOME/auth-token>"})
+			writeJSONError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token from STEWARD_HOME/auth-token>")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkOrigin refuses requests from browser pages of other origins than the
+// host's own and the configured ones. Requests without Origin (curl,
+// shortcuts, same-origin GETs) pass to the token check.
+func (h *Host) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && !h.originAllowed(origin, r) {
+			writeJSONError(w, http.StatusForbidden, "this browser origin is not allowed; add it to HOST_ALLOWED_ORIGINS")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Host) originAllowed(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return h.allowedOrigins[strings.ToLower(u.Scheme+"://"+u.Host)]
+}
+
+func (h *Host) audit(ctx context.Context, e AuditEvent) {
+	if h.opts.Chats.Audit != nil {
+		h.opts.Chats.Audit.Audit(context.WithoutCancel(ctx), e)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -1,0 +1,397 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/chats"
+	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/usage"
+)
+
+// ToolSource supplies the tools of a turn. It is asked once per turn, so a
+// connector that connected later appears at the next turn, never mid-turn.
+type ToolSource func() []agent.Tool
+
+// Auditor receives audit events; it must never block or fail a turn.
+type Auditor interface {
+	Audit(ctx context.Context, e AuditEvent)
+}
+
+// AuditEvent is one thing that happened, before redaction.
+type AuditEvent struct {
+	Actor   string // user, assistant, agent, host
+	Type    string // chat.message, tool.decision, tool.result, approval.request, …
+	Risk    string // low, medium, high
+	ChatID  string
+	Tool    string
+	Summary string
+	Payload any
+}
+
+// ToolRecorder receives one row per tool call for the usage ledger.
+type ToolRecorder interface {
+	RecordTool(ctx context.Context, c usage.ToolCall)
+}
+
+// Broadcaster delivers frames to connected clients.
+type Broadcaster interface {
+	Broadcast(frame any)
+	Clients() int
+}
+
+// ManagerOptions configures a ChatManager.
+type ManagerOptions struct {
+	Store           *chats.Store
+	Model           agent.Model
+	ModelName       string // HOST_TIER
+	SystemPrompt    string
+	Tools           ToolSource
+	Policy          *policy.Policy
+	ApprovalTimeout time.Duration
+	// DisconnectGrace is how long a pending approval waits for a client to
+	// come back after the last one disconnected (a page reload) before it
+	// resolves as no_channel.
+	DisconnectGrace time.Duration
+	MaxSteps        int
+	Clients         Broadcaster
+	Audit           Auditor
+	Usage           ToolRecorder
+	Logger          *slog.Logger
+}
+
+// ChatManager runs turns: one at a time per chat, each persisted to the
+// chat's transcript and agent session as it happens.
+type ChatManager struct {
+	opts ManagerOptions
+
+	mu        sync.Mutex
+	turns     map[string]*turn // running turn per chat
+	locks     map[string]chan struct{}
+	approvals map[string]*pendingApproval
+}
+
+type turn struct {
+	id     string
+	cancel context.CancelFunc
+}
+
+type pendingApproval struct {
+	chatID   string
+	headless bool
+	req      protocol.ApprovalRequest
+	answer   chan policy.ApprovalResponse
+}
+
+// NewManager returns a manager; it starts nothing.
+func NewManager(opts ManagerOptions) *ChatManager {
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = policy.DefaultApprovalTimeout
+	}
+	if opts.DisconnectGrace <= 0 {
+		opts.DisconnectGrace = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Tools == nil {
+		opts.Tools = func() []agent.Tool { return nil }
+	}
+	return &ChatManager{opts: opts, turns: map[string]*turn{}, locks: map[string]chan struct{}{},
+		approvals: map[string]*pendingApproval{}}
+}
+
+// TurnOptions varies a turn.
+type TurnOptions struct {
+	Files []protocol.File
+	// Headless turns have no attached client (quick send): a gated tool
+	// waits for an approval that may come from any client until the
+	// approval timeout, then is denied.
+	Headless    bool
+	Attribution llm.Attribution
+}
+
+// lockChat serialises turns per chat; it gives up when ctx ends.
+func (m *ChatManager) lockChat(ctx context.Context, chatID string) (func(), error) {
+	m.mu.Lock()
+	l, ok := m.locks[chatID]
+	if !ok {
+		l = make(chan struct{}, 1)
+		m.locks[chatID] = l
+	}
+	m.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Running reports whether chatID has a turn in progress.
+func (m *ChatManager) Running(chatID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.turns[chatID] != nil
+}
+
+// Abort stops the running turn of chatID; it reports whether one was running.
+func (m *ChatManager) Abort(chatID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.turns[chatID]; t != nil {
+		t.cancel()
+		return true
+	}
+	return false
+}
+
+// RunTurn sends text into a chat and runs the agent until it answers. It
+// never returns a Go error: every failure — a missing or deleted chat, a
+// store or model failure, an abort — is a TurnResult with OK false.
+func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts TurnOptions) protocol.TurnResult {
+	fail := func(err error, aborted bool) protocol.TurnResult {
+		return protocol.TurnResult{OK: false, Error: err.Error(), Aborted: aborted}
+	}
+	if _, err := m.opts.Store.Get(ctx, chatID); err != nil {
+		return fail(err, false)
+	}
+	unlock, err := m.lockChat(ctx, chatID)
+	if err != nil {
+		return fail(fmt.Errorf("waiting for the chat's previous turn: %w", err), errors.Is(err, context.Canceled))
+	}
+	defer unlock()
+
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.Attribution.Service == "" {
+		opts.Attribution = llm.Attribution{Service: "host", Action: "chat"}
+	}
+	turnCtx = llm.WithAttribution(turnCtx, opts.Attribution)
+	t := &turn{id: chats.NewID("turn"), cancel: cancel}
+	m.mu.Lock()
+	m.turns[chatID] = t
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.turns, chatID)
+		m.mu.Unlock()
+	}()
+
+	result := m.runTurn(turnCtx, chatID, t.id, text, opts)
+	m.broadcast(protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
+	return result
+}
+
+func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, opts TurnOptions) protocol.TurnResult {
+	store := m.opts.Store
+	// Persistence must survive an abort of the turn itself.
+	keep := context.WithoutCancel(ctx)
+	history, err := store.Session(keep, chatID)
+	if err != nil {
+		return protocol.TurnResult{Error: err.Error()}
+	}
+	userMsg := protocol.UserMessageSaved{Envelope: protocol.Env(protocol.TypeUserMessageSaved, ""), ChatID: chatID, Text: text, Files: opts.Files}
+	entry := &chats.Entry{Kind: "user"}
+	userMsg.MessageID = chats.NewID("user")
+	entry.ID = userMsg.MessageID
+	entry.Data, _ = json.Marshal(userMsg)
+	if err := store.Append(keep, chatID, entry); err != nil {
+		return protocol.TurnResult{Error: err.Error()}
+	}
+	m.broadcast(userMsg)
+	m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
+
+	modelText := text
+	for _, f := range opts.Files {
+		modelText += fmt.Sprintf("\n[Attached file %q (%s, %d bytes), upload token %s]", f.Name, f.Type, f.Size, f.Token)
+	}
+	user := llm.Message{Role: "user", Content: modelText}
+	if err := store.AppendSession(keep, chatID, user); err != nil {
+		return protocol.TurnResult{Error: err.Error()}
+	}
+	msgs := append([]llm.Message{}, history...)
+	if m.opts.SystemPrompt != "" {
+		msgs = append([]llm.Message{{Role: "system", Content: m.opts.SystemPrompt}}, msgs...)
+	}
+	msgs = append(msgs, user)
+
+	tools := policy.Wrap(m.opts.Tools(), policy.WrapOptions{
+		Policy: m.opts.Policy, Timeout: m.opts.ApprovalTimeout, NewID: func() string { return chats.NewID("appr") },
+		Approver: &chatApprover{m: m, chatID: chatID, headless: opts.Headless},
+		Observer: &policyObserver{m: m, chatID: chatID},
+	})
+	rec := &turnRecorder{m: m, ctx: keep, chatID: chatID, turnID: turnID, cards: map[string]*cardState{}}
+	res, runErr := agent.Run(ctx, agent.RunOptions{
+		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
+		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on,
+	})
+	if len(res.Messages) > 0 {
+		if err := store.AppendSession(keep, chatID, res.Messages...); err != nil {
+			return protocol.TurnResult{Error: err.Error()}
+		}
+	}
+	out := protocol.TurnResult{OK: runErr == nil, Text: res.Text, MessageID: rec.lastMessageID}
+	switch {
+	case errors.Is(runErr, context.Canceled):
+		out.Error, out.Aborted = "aborted by the user", true
+	case runErr != nil:
+		out.Error = runErr.Error()
+	case res.Reason == agent.StopStepLimit:
+		out.OK, out.Error = false, fmt.Sprintf("stopped after %d model steps without a final answer", res.Steps)
+	}
+	if !out.OK {
+		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted})
+		store.Append(keep, chatID, &chats.Entry{Kind: "error", Data: data})
+	}
+	return out
+}
+
+func (m *ChatManager) broadcast(frame any) {
+	if m.opts.Clients != nil {
+		m.opts.Clients.Broadcast(frame)
+	}
+}
+
+func (m *ChatManager) audit(ctx context.Context, e AuditEvent) {
+	if m.opts.Audit != nil {
+		m.opts.Audit.Audit(context.WithoutCancel(ctx), e)
+	}
+}
+
+// PendingApprovals returns the approvals waiting in chatID.
+func (m *ChatManager) PendingApprovals(chatID string) []protocol.ApprovalRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []protocol.ApprovalRequest{}
+	for _, p := range m.approvals {
+		if p.chatID == chatID {
+			out = append(out, p.req)
+		}
+	}
+	return out
+}
+
+// ErrNoApproval reports an approval that is not (or no longer) pending.
+var ErrNoApproval = errors.New("no such pending approval (it may have been answered, timed out or been cancelled)")
+
+// Respond answers a pending approval.
+func (m *ChatManager) Respond(r protocol.ApprovalRespond) error {
+	var resp policy.ApprovalResponse
+	switch r.Decision {
+	case protocol.DecisionApprove:
+		resp = policy.ApprovalResponse{Verdict: policy.VerdictApproved, Args: r.Args, Note: r.Note}
+		if len(r.Args) > 0 && string(r.Args) != "null" {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(r.Args, &obj) != nil || obj == nil {
+				return errors.New("edited args must be a JSON object")
+			}
+		}
+	case protocol.DecisionDeny:
+		resp = policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: r.Note}
+	case protocol.DecisionRevise:
+		resp = policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: r.Note}
+	default:
+		return fmt.Errorf("unknown decision %q: use approve, deny or revise", r.Decision)
+	}
+	m.mu.Lock()
+	p := m.approvals[r.ApprovalID]
+	delete(m.approvals, r.ApprovalID)
+	m.mu.Unlock()
+	if p == nil {
+		return ErrNoApproval
+	}
+	p.answer <- resp
+	return nil
+}
+
+// chatApprover routes a chat's approval requests to the connected clients.
+type chatApprover struct {
+	m        *ChatManager
+	chatID   string
+	headless bool
+}
+
+func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.ApprovalResponse, error) {
+	m := a.m
+	if !a.headless && (m.opts.Clients == nil || m.opts.Clients.Clients() == 0) {
+		return policy.ApprovalResponse{Verdict: policy.VerdictNoChannel}, nil
+	}
+	p := &pendingApproval{chatID: a.chatID, headless: a.headless, answer: make(chan policy.ApprovalResponse, 1),
+		req: protocol.ApprovalRequest{Envelope: protocol.Env(protocol.TypeApprovalRequest, ""), ChatID: a.chatID,
+			ApprovalID: req.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Schema: req.Schema, ExpiresAt: req.ExpiresAt}}
+	m.mu.Lock()
+	m.approvals[req.ID] = p
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.approvals, req.ID)
+		m.mu.Unlock()
+	}()
+	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args, "status": "pending"})
+	m.opts.Store.Append(context.WithoutCancel(ctx), a.chatID, &chats.Entry{ID: req.ID, Kind: "approval", Data: card})
+	m.broadcast(p.req)
+	m.audit(ctx, AuditEvent{Actor: "agent", Type: "approval.request", Risk: "medium", ChatID: a.chatID, Tool: req.Tool, Summary: "approval requested for " + req.Tool, Payload: map[string]any{"args": json.RawMessage(req.Args)}})
+
+	// A pending approval survives a page reload: only when no client has been
+	// connected for DisconnectGrace does it resolve as no_channel.
+	tick := time.NewTicker(min(m.opts.DisconnectGrace/4, time.Second))
+	defer tick.Stop()
+	var alone time.Time
+	for {
+		if !a.headless {
+			switch {
+			case m.opts.Clients.Clients() > 0:
+				alone = time.Time{}
+			case alone.IsZero():
+				alone = time.Now()
+			case time.Since(alone) >= m.opts.DisconnectGrace:
+				return policy.ApprovalResponse{Verdict: policy.VerdictNoChannel}, nil
+			}
+		}
+		select {
+		case resp := <-p.answer:
+			return resp, nil
+		case <-ctx.Done():
+			return policy.ApprovalResponse{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// policyObserver writes decisions and approval outcomes to the audit trail,
+// the transcript and the clients.
+type policyObserver struct {
+	m      *ChatManager
+	chatID string
+}
+
+func (o *policyObserver) Decided(ctx context.Context, tool string, d policy.Decision, args json.RawMessage) {
+	risk := map[policy.Decision]string{policy.Allow: "low", policy.Gate: "medium", policy.Deny: "high"}[d]
+	o.m.audit(ctx, AuditEvent{Actor: "host", Type: "tool.decision", Risk: risk, ChatID: o.chatID, Tool: tool,
+		Summary: fmt.Sprintf("%s: %s", tool, d), Payload: map[string]any{"decision": string(d), "args": args}})
+}
+
+func (o *policyObserver) Resolved(ctx context.Context, req policy.ApprovalRequest, resp policy.ApprovalResponse) {
+	m := o.m
+	verdict := string(resp.Verdict)
+	typ := "approval.response"
+	if resp.Verdict == policy.VerdictTimeout {
+		typ = "approval.timeout"
+	}
+	m.audit(ctx, AuditEvent{Actor: "user", Type: typ, Risk: "medium", ChatID: o.chatID, Tool: req.Tool,
+		Summary: req.Tool + ": " + verdict, Payload: map[string]any{"verdict": verdict, "note": resp.Note, "args": resp.Args}})
+	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args,
+		"status": verdict, "note": resp.Note, "editedArgs": resp.Args})
+	m.opts.Store.UpdateEntry(context.WithoutCancel(ctx), o.chatID, req.ID, card)
+	m.broadcast(protocol.ApprovalResolved{Envelope: protocol.Env(protocol.TypeApprovalResolved, ""), ChatID: o.chatID,
+		ApprovalID: req.ID, Verdict: verdict, Args: resp.Args, Note: resp.Note})
+}

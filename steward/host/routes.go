@@ -1,0 +1,92 @@
+package host
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/usage"
+)
+
+// QuickSendResult is the answer of POST /quick-send.
+type QuickSendResult struct {
+	ChatID string `json:"chatId"`
+	protocol.TurnResult
+}
+
+// handleQuickSend runs text through a fresh headless chat. A gated tool it
+// reaches waits for an approval from any connected app until the approval
+// timeout, then is denied: nothing sensitive runs unattended.
+func (h *Host) handleQuickSend(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Text      string `json:"text"`
+		RequestID string `json:"requestId"`
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, "the request is over 1 MiB")
+		return
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		writeJSONError(w, http.StatusBadRequest, `send JSON: {"text": "…"}`)
+		return
+	}
+	text := strings.TrimSpace(body.Text)
+	if text == "" {
+		writeJSONError(w, http.StatusBadRequest, "text is empty")
+		return
+	}
+	if utf8.RuneCountInString(text) > protocol.MaxMessageChars {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("text is over %d characters", protocol.MaxMessageChars))
+		return
+	}
+	title := text
+	if r := []rune(title); len(r) > 60 {
+		title = string(r[:60]) + "…"
+	}
+	chat, err := h.manager.opts.Store.Create(r.Context(), title, "quick-send")
+	if err != nil {
+		writeJSONError(w, http.StatusInternalServerError, "the host could not create a chat")
+		return
+	}
+	h.hub.Broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*chat)})
+	h.turns.Add(1)
+	defer h.turns.Done()
+	res := h.manager.RunTurn(h.ctx, chat.ID, text, TurnOptions{Headless: true,
+		Attribution: llm.Attribution{Service: "host", Action: "quick-send"}})
+	h.manager.opts.Store.SetUnread(h.ctx, chat.ID, true)
+	h.audit(r.Context(), AuditEvent{Actor: "host", Type: "quick-send", Risk: "low", ChatID: chat.ID,
+		Summary: fmt.Sprintf("quick send finished ok=%v", res.OK), Payload: map[string]any{"error": res.Error}})
+	writeJSON(w, http.StatusOK, QuickSendResult{ChatID: chat.ID, TurnResult: res})
+}
+
+// handleUsage serves the Usage page's report: GET /usage?period=7d|30d|all.
+func (h *Host) handleUsage(w http.ResponseWriter, r *http.Request) {
+	period := r.URL.Query().Get("period")
+	if period == "" {
+		period = "7d"
+	}
+	if period != "7d" && period != "30d" && period != "all" && period != "24h" {
+		writeJSONError(w, http.StatusBadRequest, "period must be 24h, 7d, 30d or all")
+		return
+	}
+	since, _ := usage.ParsePeriod(period, time.Now())
+	var rates map[string]gateway.Rate
+	if h.opts.Rates != nil {
+		rates = h.opts.Rates()
+	}
+	rep, err := h.opts.Usage.Report(r.Context(), usage.ReportOptions{Since: since, Rates: rates, Recent: 50})
+	if err != nil {
+		h.log.Error("usage report failed", "err", err)
+		writeJSONError(w, http.StatusInternalServerError, "the usage report failed; see the host log")
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
