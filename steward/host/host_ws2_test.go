@@ -289,3 +289,29 @@ func TestUploadAndFile(t *testing.T) {
 		t.Errorf("usage = %d %s", r.StatusCode, b)
 	}
 }
+
+func TestAskUserQuestion(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.provider.Enqueue("tier-5",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c1", "ask_user", `{"question":"Which train?","options":["17:05","18:05"]}`)}},
+		llmtest.Reply{Content: "Watching the 18:05."})
+	c := e.dial(token)
+	chat := c.createChat("q")
+	c.say(chat, "watch my train")
+	q := c.next("question", nil)
+	if q["text"] != "Which train?" || len(q["options"].([]any)) != 2 {
+		t.Fatalf("question = %v", q)
+	}
+	c.send(map[string]any{"type": "question.answer", "questionId": q["questionId"], "answer": "18:05"})
+	if d := c.next("turn.done", nil); d["ok"] != true {
+		t.Fatalf("turn.done = %v", d)
+	}
+	msgs := e.provider.Requests()[1].Body["messages"].([]any)
+	if last := msgs[len(msgs)-1].(map[string]any)["content"]; last != "The user answered: 18:05" {
+		t.Errorf("model saw %v", last)
+	}
+	c.send(map[string]any{"type": "question.answer", "questionId": q["questionId"], "answer": "again"})
+	if f := c.next("error", nil); f["code"] != protocol.ErrNotFound {
+		t.Errorf("second answer = %v", f)
+	}
+}

@@ -77,6 +77,7 @@ type ChatManager struct {
 	turns     map[string]*turn // running turn per chat
 	locks     map[string]chan struct{}
 	approvals map[string]*pendingApproval
+	questions map[string]*pendingQuestion
 }
 
 type turn struct {
@@ -106,7 +107,7 @@ func NewManager(opts ManagerOptions) *ChatManager {
 		opts.Tools = func() []agent.Tool { return nil }
 	}
 	return &ChatManager{opts: opts, turns: map[string]*turn{}, locks: map[string]chan struct{}{},
-		approvals: map[string]*pendingApproval{}}
+		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}}
 }
 
 // TurnOptions varies a turn.
@@ -224,7 +225,7 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, 
 	}
 	msgs = append(msgs, user)
 
-	tools := policy.Wrap(m.opts.Tools(), policy.WrapOptions{
+	tools := policy.Wrap(append(m.opts.Tools(), m.askUser(chatID)), policy.WrapOptions{
 		Policy: m.opts.Policy, Timeout: m.opts.ApprovalTimeout, NewID: func() string { return chats.NewID("appr") },
 		Approver: &chatApprover{m: m, chatID: chatID, headless: opts.Headless},
 		Observer: &policyObserver{m: m, chatID: chatID},

@@ -354,7 +354,17 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			fail(code, err.Error(), "")
 		}
 	case protocol.TypeQuestionAnswer:
-		fail(protocol.ErrNotFound, "no such pending question", "")
+		var f protocol.QuestionAnswer
+		if !decode(&f) {
+			return
+		}
+		if err := h.manager.Answer(f); err != nil {
+			code := protocol.ErrBadFrame
+			if errors.Is(err, ErrNoQuestion) {
+				code = protocol.ErrNotFound
+			}
+			fail(code, err.Error(), "")
+		}
 	default:
 		fail(protocol.ErrUnknownType, fmt.Sprintf("unknown frame type %q", env.Type), "")
 	}

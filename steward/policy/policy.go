@@ -54,6 +54,8 @@ var BuiltinAllow = []string{
 	"mcp__wiki__wiki_search", "mcp__wiki__wiki_read", "mcp__wiki__wiki_list",
 	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
 	"mcp__actions__list_actions", "mcp__actions__read_action",
+	// host tools
+	"ask_user",
 }
 
 // BuiltinGate lists tools that must always ask, whatever a prefix says.
