@@ -44,7 +44,10 @@ type ToolRecorder interface {
 
 // Broadcaster delivers frames to connected clients.
 type Broadcaster interface {
+	// Broadcast sends to every client (chat list changes, approvals).
 	Broadcast(frame any)
+	// Publish sends to the clients following chatID (streamed output).
+	Publish(chatID string, frame any)
 	Clients() int
 }
 
@@ -188,7 +191,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	}()
 
 	result := m.runTurn(turnCtx, chatID, t.id, text, opts)
-	m.broadcast(protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
+	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
 	return result
 }
 
@@ -208,7 +211,7 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, 
 	if err := store.Append(keep, chatID, entry); err != nil {
 		return protocol.TurnResult{Error: err.Error()}
 	}
-	m.broadcast(userMsg)
+	m.publish(chatID, userMsg)
 	m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
 
 	modelText := text
@@ -259,6 +262,12 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, 
 func (m *ChatManager) broadcast(frame any) {
 	if m.opts.Clients != nil {
 		m.opts.Clients.Broadcast(frame)
+	}
+}
+
+func (m *ChatManager) publish(chatID string, frame any) {
+	if m.opts.Clients != nil {
+		m.opts.Clients.Publish(chatID, frame)
 	}
 }
 

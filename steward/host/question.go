@@ -51,7 +51,7 @@ func (m *ChatManager) askUser(chatID string) agent.Tool {
 				delete(m.questions, q.frame.QuestionID)
 				m.mu.Unlock()
 			}()
-			m.broadcast(q.frame)
+			m.publish(chatID, q.frame)
 			wctx, cancel := context.WithTimeout(ctx, m.opts.ApprovalTimeout)
 			defer cancel()
 			select {

@@ -36,7 +36,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 	switch e := ev.(type) {
 	case agent.AssistantDelta:
 		if e.Text != "" {
-			m.broadcast(protocol.AssistantDelta{Envelope: r.env(protocol.TypeAssistantDelta), ChatID: r.chatID, TurnID: r.turnID, Text: e.Text})
+			m.publish(r.chatID, protocol.AssistantDelta{Envelope: r.env(protocol.TypeAssistantDelta), ChatID: r.chatID, TurnID: r.turnID, Text: e.Text})
 		}
 	case agent.AssistantMessage:
 		if strings.TrimSpace(e.Message.Content) == "" {
@@ -44,12 +44,12 @@ func (r *turnRecorder) on(ev agent.Event) {
 		}
 		msg := protocol.AssistantMessage{Envelope: r.env(protocol.TypeAssistantMessage), ChatID: r.chatID, TurnID: r.turnID,
 			MessageID: chats.NewID("asst"), Text: e.Message.Content}
+		m.publish(r.chatID, msg)
 		data, _ := json.Marshal(msg)
 		if err := m.opts.Store.Append(r.ctx, r.chatID, &chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data}); err != nil {
 			m.opts.Logger.Error("could not save an assistant message", "chat", r.chatID, "err", err)
 		}
 		r.lastMessageID = msg.MessageID
-		m.broadcast(msg)
 		m.audit(r.ctx, AuditEvent{Actor: "assistant", Type: "chat.message", Risk: "low", ChatID: r.chatID, Summary: "assistant message",
 			Payload: map[string]any{"content": e.Message.Content}})
 	case agent.ToolStart:
@@ -57,7 +57,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 		r.cards[e.CallID] = cs
 		data, _ := json.Marshal(cs.card)
 		m.opts.Store.Append(r.ctx, r.chatID, &chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
-		m.broadcast(protocol.ToolEvent{Envelope: r.env(protocol.TypeToolStart), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
+		m.publish(r.chatID, protocol.ToolEvent{Envelope: r.env(protocol.TypeToolStart), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
 	case agent.ToolResultEvent:
 		cs := r.card(e.CallID, e.Name)
 		c := &cs.card
@@ -98,7 +98,7 @@ func (r *turnRecorder) finish(cs *cardState, frameType string, ok bool, errMsg s
 	if err := m.opts.Store.UpdateEntry(r.ctx, r.chatID, cs.entryID, data); err != nil {
 		m.opts.Logger.Error("could not save a tool card", "chat", r.chatID, "tool", cs.card.Name, "err", err)
 	}
-	m.broadcast(protocol.ToolEvent{Envelope: r.env(frameType), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
+	m.publish(r.chatID, protocol.ToolEvent{Envelope: r.env(frameType), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
 	if m.opts.Usage != nil {
 		m.opts.Usage.RecordTool(r.ctx, usage.ToolCall{Time: time.Now(), Service: "host", Action: "chat", ChatID: r.chatID,
 			Tool: cs.card.Name, Duration: time.Duration(cs.card.DurationMS * float64(time.Millisecond)), OK: ok, Error: errMsg})

@@ -34,6 +34,9 @@ type wsClient struct {
 	send chan []byte
 	done chan struct{}
 	once sync.Once
+	// follows are the chats whose streaming frames this client receives:
+	// the ones it created, opened or wrote in. Guarded by hub.mu.
+	follows map[string]bool
 }
 
 func (c *wsClient) close(code websocket.StatusCode, reason string) {
@@ -63,7 +66,19 @@ func (h *hub) Clients() int {
 }
 
 // Broadcast sends frame to every client.
-func (h *hub) Broadcast(frame any) {
+func (h *hub) Broadcast(frame any) { h.deliver("", frame) }
+
+// Publish sends a chat's frame to the clients following that chat.
+func (h *hub) Publish(chatID string, frame any) { h.deliver(chatID, frame) }
+
+// follow makes c receive chatID's frames.
+func (h *hub) follow(c *wsClient, chatID string) {
+	h.mu.Lock()
+	c.follows[chatID] = true
+	h.mu.Unlock()
+}
+
+func (h *hub) deliver(chatID string, frame any) {
 	b, err := json.Marshal(frame)
 	if err != nil {
 		h.log.Error("cannot encode a frame", "err", err)
@@ -72,6 +87,9 @@ func (h *hub) Broadcast(frame any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.clients {
+		if chatID != "" && !c.follows[chatID] {
+			continue
+		}
 		select {
 		case c.send <- b:
 		default:
@@ -120,7 +138,7 @@ func (h *Host) handleWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept already answered (e.g. 403 for a foreign origin)
 	}
 	conn.SetReadLimit(protocol.MaxFrameBytes)
-	c := &wsClient{conn: conn, send: make(chan []byte, 256), done: make(chan struct{})}
+	c := &wsClient{conn: conn, send: make(chan []byte, 256), done: make(chan struct{}), follows: map[string]bool{}}
 	ctx := h.ctx
 
 	if !authed {
@@ -260,6 +278,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			storeErr(err, "")
 			return
 		}
+		h.hub.follow(c, ch.ID)
 		h.hub.Broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, env.ID), Chat: toProtocolChat(*ch)})
 	case protocol.TypeChatRename:
 		var f protocol.ChatRename
@@ -298,6 +317,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			return
 		}
 		store.SetUnread(ctx, f.ChatID, false)
+		h.hub.follow(c, f.ChatID)
 		out := protocol.Transcript{Envelope: protocol.Env(protocol.TypeTranscript, env.ID), ChatID: f.ChatID,
 			Pending: h.manager.PendingApprovals(f.ChatID), Running: h.manager.Running(f.ChatID)}
 		for _, e := range entries {
@@ -321,6 +341,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			storeErr(err, f.ChatID)
 			return
 		}
+		h.hub.follow(c, f.ChatID)
 		files, err := h.files.resolve(ctx, f.Files)
 		if err != nil {
 			fail(protocol.ErrNotFound, err.Error(), f.ChatID)

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/chats"
+	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/usage"
+)
+
+func init() {
+	registerBench(&benchmark{
+		Name:    "host",
+		Summary: "time to first and last token through the host against the gateway alone, 20 concurrent chats",
+		Run:     runHostBench,
+	})
+}
+
+type hostBenchReport struct {
+	Date        time.Time          `json:"date"`
+	Machine     string             `json:"machine"`
+	Command     string             `json:"command"`
+	Chats       int                `json:"concurrentChats"`
+	Turns       int                `json:"turnsPerPath"`
+	Chunks      int                `json:"chunksPerStream"`
+	ChunkGapMS  float64            `json:"chunkGapMs"`
+	Paths       map[string]latency `json:"paths"` // gateway, host
+	AddedTTFTMS float64            `json:"addedTtftP99Ms"`
+	TTLTRatio   float64            `json:"ttltP50Ratio"` // host / gateway
+}
+
+type latency struct {
+	TTFTP50MS float64 `json:"ttftP50Ms"`
+	TTFTP99MS float64 `json:"ttftP99Ms"`
+	TTLTP50MS float64 `json:"ttltP50Ms"`
+	TTLTP99MS float64 `json:"ttltP99Ms"`
+	Errors    int     `json:"errors"`
+}
+
+func runHostBench(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "bench host", "[--smoke] [--json]", `
+Streams the same completion to 20 concurrent chats two ways, interleaved in one run: straight from the
+gateway (an OpenAI client reading the SSE stream) and through the host (a WebSocket client sending
+user.message and reading assistant.delta … turn.done, with the transcript and session written to a real
+chats.db). Reports time to first token (TTFT) and to last token (TTLT) at the client.`)
+	smoke := fs.Bool("smoke", false, "tiny run for CI")
+	asJSON := fs.Bool("json", false, "print the JSON report")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	const nChats, chunks, gap = 20, 40, 2 * time.Millisecond
+	rounds := 10
+	if *smoke {
+		rounds = 1
+	}
+	dir, err := os.MkdirTemp("", "steward-bench-host-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	// A streaming upstream: chunks tokens spaced by gap.
+	up, upURL, err := startStreamingUpstream(chunks, gap)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: m } ]\n", upURL)))
+	if err != nil {
+		return err
+	}
+	ledger, err := usage.Open(ctx, filepath.Join(dir, "usage.db"), usage.Options{})
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	gw, err := gateway.New(gateway.Options{Config: gcfg, Ledger: ledger})
+	if err != nil {
+		return err
+	}
+	gwURL, stopGW, err := serveOnLoopback(gw.Handler())
+	if err != nil {
+		return err
+	}
+	defer stopGW()
+	store, err := chats.Open(ctx, filepath.Join(dir, "chats.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pol, _ := policy.New(policy.Rules{})
+	const token = "bench-token-0123456789abcdef"
+	h := host.New(host.Options{Token: token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
+		Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1"}), ModelName: "tier-5", Policy: pol,
+	}})
+	defer h.Close()
+	hostURL, stopHost, err := serveOnLoopback(h.Handler())
+	if err != nil {
+		return err
+	}
+	defer stopHost()
+
+	client := llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1", HTTPClient: &http.Client{Transport: gateway.NewTransport()}})
+	var mu sync.Mutex
+	samples := map[string][][2]time.Duration{}
+	errs := map[string]int{}
+	add := func(path string, ttft, ttlt time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs[path]++
+			return
+		}
+		samples[path] = append(samples[path], [2]time.Duration{ttft, ttlt})
+	}
+	var wg sync.WaitGroup
+	for i := range nChats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, chatID, err := openBenchChat(ctx, hostURL, token, fmt.Sprintf("bench %d", i))
+			if err != nil {
+				add("host", 0, 0, err)
+				return
+			}
+			defer ws.Close(websocket.StatusNormalClosure, "")
+			for r := range rounds + 1 { // round 0 warms up
+				ttft, ttlt, err := directTurn(ctx, client)
+				if r > 0 {
+					add("gateway", ttft, ttlt, err)
+				}
+				ttft, ttlt, err = hostTurn(ctx, ws, chatID)
+				if r > 0 {
+					add("host", ttft, ttlt, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	rep := hostBenchReport{Date: time.Now().UTC(), Machine: machineDescription(), Command: "steward bench host",
+		Chats: nChats, Turns: nChats * rounds, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{}}
+	if *smoke {
+		rep.Command += " --smoke"
+	}
+	for _, p := range []string{"gateway", "host"} {
+		var ttft, ttlt []time.Duration
+		for _, s := range samples[p] {
+			ttft, ttlt = append(ttft, s[0]), append(ttlt, s[1])
+		}
+		rep.Paths[p] = latency{TTFTP50MS: pct(ttft, 50), TTFTP99MS: pct(ttft, 99), TTLTP50MS: pct(ttlt, 50), TTLTP99MS: pct(ttlt, 99), Errors: errs[p]}
+	}
+	rep.AddedTTFTMS = rep.Paths["host"].TTFTP99MS - rep.Paths["gateway"].TTFTP99MS
+	if g := rep.Paths["gateway"].TTLTP50MS; g > 0 {
+		rep.TTLTRatio = rep.Paths["host"].TTLTP50MS / g
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(env.Stdout, string(b))
+		return nil
+	}
+	for _, p := range []string{"gateway", "host"} {
+		l := rep.Paths[p]
+		fmt.Fprintf(env.Stdout, "%-8s TTFT p50 %6.2f ms p99 %6.2f ms   TTLT p50 %7.2f ms p99 %7.2f ms   errors %d\n",
+			p, l.TTFTP50MS, l.TTFTP99MS, l.TTLTP50MS, l.TTLTP99MS, l.Errors)
+	}
+	fmt.Fprintf(env.Stdout, "host adds %.2f ms to TTFT p99 and %.1f%% to TTLT p50 (%d chats × %d turns per path)\n",
+		rep.AddedTTFTMS, 100*(rep.TTLTRatio-1), nChats, rounds)
+	return nil
+}
+
+func serveOnLoopback(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// startStreamingUpstream streams n content chunks spaced by gap, then usage and [DONE].
+func startStreamingUpstream(n int, gap time.Duration) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for i := range n {
+			fmt.Fprintf(w, "data: {\"id\":\"b\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d \"}}]}\n\n", i)
+			f.Flush()
+			time.Sleep(gap)
+		}
+		fmt.Fprint(w, "data: {\"id\":\"b\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+		fmt.Fprint(w, "data: {\"id\":\"b\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":40,\"total_tokens\":70}}\n\ndata: [DONE]\n\n")
+		f.Flush()
+	})}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String() + "/v1", nil
+}
+
+func directTurn(ctx context.Context, c *llm.Client) (ttft, ttlt time.Duration, err error) {
+	start := time.Now()
+	_, err = c.ChatStream(ctx, &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "stream please"}}},
+		func(ch llm.StreamChunk) error {
+			if ttft == 0 && len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+				ttft = time.Since(start)
+			}
+			return nil
+		})
+	return ttft, time.Since(start), err
+}
+
+func openBenchChat(ctx context.Context, base, token, title string) (*websocket.Conn, string, error) {
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
+		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
+	if err != nil {
+		return nil, "", err
+	}
+	ws.SetReadLimit(protocol.MaxFrameBytes)
+	b, _ := json.Marshal(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, title), Title: title})
+	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+		return nil, "", err
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		var f protocol.ChatUpdated
+		if json.Unmarshal(data, &f) == nil && f.Type == protocol.TypeChatUpdated && f.ID == title {
+			return ws, f.Chat.ID, nil
+		}
+	}
+}
+
+// hostTurn sends a message and reads this chat's frames until turn.done.
+// Frames of other chats (broadcast to every client) are skipped.
+func hostTurn(ctx context.Context, ws *websocket.Conn, chatID string) (ttft, ttlt time.Duration, err error) {
+	b, _ := json.Marshal(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: chatID, Text: "stream please"})
+	start := time.Now()
+	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+		return 0, 0, err
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		var f struct {
+			Type   string `json:"type"`
+			ChatID string `json:"chatId"`
+			OK     bool   `json:"ok"`
+			Error  string `json:"error"`
+		}
+		json.Unmarshal(data, &f)
+		if f.ChatID != chatID {
+			continue
+		}
+		switch f.Type {
+		case protocol.TypeAssistantDelta:
+			if ttft == 0 {
+				ttft = time.Since(start)
+			}
+		case protocol.TypeAssistantMessage:
+			ttlt = time.Since(start) // the last token is in the complete message
+		case protocol.TypeTurnDone:
+			if !f.OK {
+				return 0, 0, fmt.Errorf("turn failed: %s", f.Error)
+			}
+			return ttft, ttlt, nil
+		}
+	}
+}
