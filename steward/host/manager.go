@@ -81,11 +81,15 @@ type ChatManager struct {
 	locks     map[string]chan struct{}
 	approvals map[string]*pendingApproval
 	questions map[string]*pendingQuestion
+	// sessions caches each chat's agent conversation after its first turn;
+	// it is only read and written under the chat's lock.
+	sessions map[string][]llm.Message
 }
 
 type turn struct {
-	id     string
-	cancel context.CancelFunc
+	id      string
+	cancel  context.CancelFunc
+	journal *journal
 }
 
 type pendingApproval struct {
@@ -110,7 +114,7 @@ func NewManager(opts ManagerOptions) *ChatManager {
 		opts.Tools = func() []agent.Tool { return nil }
 	}
 	return &ChatManager{opts: opts, turns: map[string]*turn{}, locks: map[string]chan struct{}{},
-		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}}
+		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}, sessions: map[string][]llm.Message{}}
 }
 
 // TurnOptions varies a turn.
@@ -180,7 +184,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 		opts.Attribution = llm.Attribution{Service: "host", Action: "chat"}
 	}
 	turnCtx = llm.WithAttribution(turnCtx, opts.Attribution)
-	t := &turn{id: chats.NewID("turn"), cancel: cancel}
+	t := &turn{id: chats.NewID("turn"), cancel: cancel, journal: newJournal(ctx, m.opts.Store, chatID, m.opts.Logger)}
 	m.mu.Lock()
 	m.turns[chatID] = t
 	m.mu.Unlock()
@@ -190,27 +194,30 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 		m.mu.Unlock()
 	}()
 
-	result := m.runTurn(turnCtx, chatID, t.id, text, opts)
+	result := m.runTurn(turnCtx, chatID, t, text, opts)
+	if err := t.journal.close(); err != nil && result.OK {
+		result = protocol.TurnResult{Error: "the answer could not be saved: " + err.Error(), Text: result.Text}
+	}
+	if !result.OK {
+		m.cacheSession(chatID, nil) // reload from disk next time: the cache may be ahead of it
+	}
 	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
 	return result
 }
 
-func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, opts TurnOptions) protocol.TurnResult {
-	store := m.opts.Store
-	// Persistence must survive an abort of the turn itself.
-	keep := context.WithoutCancel(ctx)
-	history, err := store.Session(keep, chatID)
-	if err != nil {
-		return protocol.TurnResult{Error: err.Error()}
+func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text string, opts TurnOptions) protocol.TurnResult {
+	history := m.cachedSession(chatID)
+	if history == nil {
+		var err error
+		if history, err = m.opts.Store.Session(context.WithoutCancel(ctx), chatID); err != nil {
+			return protocol.TurnResult{Error: err.Error()}
+		}
 	}
-	userMsg := protocol.UserMessageSaved{Envelope: protocol.Env(protocol.TypeUserMessageSaved, ""), ChatID: chatID, Text: text, Files: opts.Files}
-	entry := &chats.Entry{Kind: "user"}
-	userMsg.MessageID = chats.NewID("user")
-	entry.ID = userMsg.MessageID
-	entry.Data, _ = json.Marshal(userMsg)
-	if err := store.Append(keep, chatID, entry); err != nil {
-		return protocol.TurnResult{Error: err.Error()}
-	}
+	j := t.journal
+	userMsg := protocol.UserMessageSaved{Envelope: protocol.Env(protocol.TypeUserMessageSaved, ""), ChatID: chatID,
+		MessageID: chats.NewID("user"), Text: text, Files: opts.Files}
+	data, _ := json.Marshal(userMsg)
+	j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
 	m.publish(chatID, userMsg)
 	m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
 
@@ -219,30 +226,27 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, 
 		modelText += fmt.Sprintf("\n[Attached file %q (%s, %d bytes), upload token %s]", f.Name, f.Type, f.Size, f.Token)
 	}
 	user := llm.Message{Role: "user", Content: modelText}
-	if err := store.AppendSession(keep, chatID, user); err != nil {
-		return protocol.TurnResult{Error: err.Error()}
-	}
-	msgs := append([]llm.Message{}, history...)
+	j.session(user)
+	msgs := make([]llm.Message, 0, len(history)+2)
 	if m.opts.SystemPrompt != "" {
-		msgs = append([]llm.Message{{Role: "system", Content: m.opts.SystemPrompt}}, msgs...)
+		msgs = append(msgs, llm.Message{Role: "system", Content: m.opts.SystemPrompt})
 	}
-	msgs = append(msgs, user)
+	msgs = append(append(msgs, history...), user)
 
 	tools := policy.Wrap(append(m.opts.Tools(), m.askUser(chatID)), policy.WrapOptions{
 		Policy: m.opts.Policy, Timeout: m.opts.ApprovalTimeout, NewID: func() string { return chats.NewID("appr") },
 		Approver: &chatApprover{m: m, chatID: chatID, headless: opts.Headless},
 		Observer: &policyObserver{m: m, chatID: chatID},
 	})
-	rec := &turnRecorder{m: m, ctx: keep, chatID: chatID, turnID: turnID, cards: map[string]*cardState{}}
+	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
 	res, runErr := agent.Run(ctx, agent.RunOptions{
 		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
 		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on,
 	})
 	if len(res.Messages) > 0 {
-		if err := store.AppendSession(keep, chatID, res.Messages...); err != nil {
-			return protocol.TurnResult{Error: err.Error()}
-		}
+		j.session(res.Messages...)
 	}
+	m.cacheSession(chatID, append(append(history[:len(history):len(history)], user), res.Messages...))
 	out := protocol.TurnResult{OK: runErr == nil, Text: res.Text, MessageID: rec.lastMessageID}
 	switch {
 	case errors.Is(runErr, context.Canceled):
@@ -254,7 +258,7 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID, turnID, text string, 
 	}
 	if !out.OK {
 		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted})
-		store.Append(keep, chatID, &chats.Entry{Kind: "error", Data: data})
+		j.append(&chats.Entry{Kind: "error", Data: data})
 	}
 	return out
 }
@@ -275,6 +279,39 @@ func (m *ChatManager) audit(ctx context.Context, e AuditEvent) {
 	if m.opts.Audit != nil {
 		m.opts.Audit.Audit(context.WithoutCancel(ctx), e)
 	}
+}
+
+func (m *ChatManager) cachedSession(chatID string) []llm.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[chatID]
+}
+
+func (m *ChatManager) cacheSession(chatID string, msgs []llm.Message) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if msgs == nil {
+		delete(m.sessions, chatID)
+		return
+	}
+	m.sessions[chatID] = msgs
+}
+
+// Forget drops what the manager keeps in memory about a deleted chat.
+func (m *ChatManager) Forget(chatID string) {
+	m.Abort(chatID)
+	m.cacheSession(chatID, nil)
+	m.mu.Lock()
+	delete(m.locks, chatID)
+	m.mu.Unlock()
+}
+
+// journalOf returns the running turn's journal of chatID (approvals and
+// questions only happen inside a turn).
+func (m *ChatManager) journalOf(chatID string) *journal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.turns[chatID].journal
 }
 
 // PendingApprovals returns the approvals waiting in chatID.
@@ -347,7 +384,7 @@ func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) 
 		m.mu.Unlock()
 	}()
 	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args, "status": "pending"})
-	m.opts.Store.Append(context.WithoutCancel(ctx), a.chatID, &chats.Entry{ID: req.ID, Kind: "approval", Data: card})
+	m.journalOf(a.chatID).append(&chats.Entry{ID: req.ID, Kind: "approval", Data: card})
 	m.broadcast(p.req)
 	m.audit(ctx, AuditEvent{Actor: "agent", Type: "approval.request", Risk: "medium", ChatID: a.chatID, Tool: req.Tool, Summary: "approval requested for " + req.Tool, Payload: map[string]any{"args": json.RawMessage(req.Args)}})
 
@@ -401,7 +438,7 @@ func (o *policyObserver) Resolved(ctx context.Context, req policy.ApprovalReques
 		Summary: req.Tool + ": " + verdict, Payload: map[string]any{"verdict": verdict, "note": resp.Note, "args": resp.Args}})
 	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args,
 		"status": verdict, "note": resp.Note, "editedArgs": resp.Args})
-	m.opts.Store.UpdateEntry(context.WithoutCancel(ctx), o.chatID, req.ID, card)
+	m.journalOf(o.chatID).update(req.ID, card)
 	m.broadcast(protocol.ApprovalResolved{Envelope: protocol.Env(protocol.TypeApprovalResolved, ""), ChatID: o.chatID,
 		ApprovalID: req.ID, Verdict: verdict, Args: resp.Args, Note: resp.Note})
 }

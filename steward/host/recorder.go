@@ -18,6 +18,7 @@ import (
 type turnRecorder struct {
 	m             *ChatManager
 	ctx           context.Context // not cancelled by an abort: records must land
+	j             *journal
 	chatID        string
 	turnID        string
 	cards         map[string]*cardState
@@ -46,9 +47,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 			MessageID: chats.NewID("asst"), Text: e.Message.Content}
 		m.publish(r.chatID, msg)
 		data, _ := json.Marshal(msg)
-		if err := m.opts.Store.Append(r.ctx, r.chatID, &chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data}); err != nil {
-			m.opts.Logger.Error("could not save an assistant message", "chat", r.chatID, "err", err)
-		}
+		r.j.append(&chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data})
 		r.lastMessageID = msg.MessageID
 		m.audit(r.ctx, AuditEvent{Actor: "assistant", Type: "chat.message", Risk: "low", ChatID: r.chatID, Summary: "assistant message",
 			Payload: map[string]any{"content": e.Message.Content}})
@@ -56,7 +55,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 		cs := &cardState{entryID: chats.NewID("tool"), card: protocol.ToolCard{CallID: e.CallID, Name: e.Name, Args: e.Args, Status: "running"}}
 		r.cards[e.CallID] = cs
 		data, _ := json.Marshal(cs.card)
-		m.opts.Store.Append(r.ctx, r.chatID, &chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
+		r.j.append(&chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
 		m.publish(r.chatID, protocol.ToolEvent{Envelope: r.env(protocol.TypeToolStart), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
 	case agent.ToolResultEvent:
 		cs := r.card(e.CallID, e.Name)
@@ -88,16 +87,14 @@ func (r *turnRecorder) card(callID, name string) *cardState {
 	cs := &cardState{entryID: chats.NewID("tool"), card: protocol.ToolCard{CallID: callID, Name: name}}
 	r.cards[callID] = cs
 	data, _ := json.Marshal(cs.card)
-	r.m.opts.Store.Append(r.ctx, r.chatID, &chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
+	r.j.append(&chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
 	return cs
 }
 
 func (r *turnRecorder) finish(cs *cardState, frameType string, ok bool, errMsg string) {
 	m := r.m
 	data, _ := json.Marshal(cs.card)
-	if err := m.opts.Store.UpdateEntry(r.ctx, r.chatID, cs.entryID, data); err != nil {
-		m.opts.Logger.Error("could not save a tool card", "chat", r.chatID, "tool", cs.card.Name, "err", err)
-	}
+	r.j.update(cs.entryID, data)
 	m.publish(r.chatID, protocol.ToolEvent{Envelope: r.env(frameType), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
 	if m.opts.Usage != nil {
 		m.opts.Usage.RecordTool(r.ctx, usage.ToolCall{Time: time.Now(), Service: "host", Action: "chat", ChatID: r.chatID,

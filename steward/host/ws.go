@@ -300,7 +300,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 		if !decode(&f) {
 			return
 		}
-		h.manager.Abort(f.ChatID)
+		h.manager.Forget(f.ChatID)
 		if err := store.Delete(ctx, f.ChatID); err != nil {
 			storeErr(err, f.ChatID)
 			return
