@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/host"
@@ -201,6 +202,15 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			closeListeners()
 			return err
 		}
+		var auditor host.Auditor
+		var auditRoute http.Handler
+		if auditLedger, err := audit.Open(ctx, filepath.Join(sc.home, "audit.db"), audit.Options{Logger: log}); err != nil {
+			// Audit is best-effort: the product runs without it, loudly.
+			log.Error("the audit ledger is unavailable; continuing without an audit trail", "err", err)
+		} else {
+			closers = append(closers, auditLedger.Close)
+			auditor, auditRoute = host.LedgerAuditor(auditLedger), auditLedger.Handler()
+		}
 		chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
 		if err != nil {
 			closeListeners()
@@ -221,8 +231,9 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		}
 		h := host.New(host.Options{
 			Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
-			Usage: ledger, Rates: rates,
+			Usage: ledger, Rates: rates, AuditHandler: auditRoute,
 			Chats: host.ManagerOptions{
+				Audit:           auditor,
 				Store:           chatStore,
 				Model:           llm.NewClient(llm.ClientOptions{BaseURL: gatewayURL, APIKey: modelKey}),
 				ModelName:       sc.hostTier,

@@ -38,6 +38,12 @@ type Options struct {
 	Rates func() map[string]gateway.Rate
 	// AuditHandler serves GET /audit (already filtering and paginating).
 	AuditHandler http.Handler
+	// Web serves the web app at / without a token (it holds no data; every
+	// data route it calls needs the token), e.g. steward/web.Handler().
+	Web http.Handler
+	// System adds the gateway, connectors and manifest tools to
+	// GET /system/status; it is given a context bounded to a few seconds.
+	System func(ctx context.Context) SystemInfo
 }
 
 // Host serves Steward's HTTP routes.
@@ -94,6 +100,12 @@ func New(opts Options) *Host {
 	}
 	if opts.AuditHandler != nil {
 		h.Handle("GET /audit", opts.AuditHandler)
+		h.Handle("GET /audit/{id}", opts.AuditHandler)
+	}
+	h.mux.HandleFunc("GET /pair", h.handlePair)
+	h.Handle("GET /system/status", http.HandlerFunc(h.handleSystemStatus))
+	if opts.Web != nil {
+		h.mux.Handle("GET /", opts.Web)
 	}
 	return h
 }

@@ -315,3 +315,41 @@ func TestAskUserQuestion(t *testing.T) {
 		t.Errorf("second answer = %v", f)
 	}
 }
+
+func TestTurnIsAuditedAndRedacted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.provider.Enqueue("tier-5",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c1", "mcp__mail__send_email", `{"to":"a@b.c","body":"x"}`)}},
+		llmtest.Reply{Content: "Sent."})
+	c := e.dial(token)
+	chat := c.createChat("audit")
+	c.say(chat, "send it, my password=hunter2-secret and key sk-live0123456789abcdef")
+	req := c.next("approval.request", nil)
+	c.send(map[string]any{"type": "approval.respond", "approvalId": req["approvalId"], "decision": "approve"})
+	c.next("turn.done", nil)
+	e.audit.Flush(context.Background())
+
+	r, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/audit?chat="+chat+"&limit=100", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /audit = %d %s", resp.StatusCode, body)
+	}
+	for _, typ := range []string{"chat.message", "tool.decision", "approval.request", "approval.response", "tool.result"} {
+		if !strings.Contains(string(body), `"type":"`+typ+`"`) {
+			t.Errorf("audit lacks %s", typ)
+		}
+	}
+	if strings.Contains(string(body), "hunter2-secret") || strings.Contains(string(body), "sk-live0123456789abcdef") {
+		t.Errorf("audit stored a secret: %s", body)
+	}
+	// Without the token the audit is closed.
+	if resp, _ := http.Get(e.srv.URL + "/audit"); resp.StatusCode != 401 {
+		t.Errorf("GET /audit without token = %d", resp.StatusCode)
+	}
+}

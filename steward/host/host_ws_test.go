@@ -15,6 +15,7 @@ import (
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -33,6 +34,7 @@ type env struct {
 	host     *host.Host
 	store    *chats.Store
 	usage    *usage.Store
+	audit    *audit.Ledger
 	tools    *toolbox
 }
 
@@ -92,6 +94,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if e.usage, err = usage.Open(ctx, filepath.Join(e.home, "usage.db"), usage.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	if e.audit, err = audit.Open(ctx, filepath.Join(e.home, "audit.db"), audit.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	pol, err := policy.New(policy.Rules{DenyPrefixes: []string{"mcp__danger__"}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +104,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.approvalTimeout == 0 {
 		o.approvalTimeout = time.Minute
 	}
-	e.host = host.New(host.Options{Token: token, Home: e.home, Usage: e.usage, Chats: host.ManagerOptions{
+	e.host = host.New(host.Options{Token: token, Home: e.home, Usage: e.usage, AuditHandler: e.audit.Handler(), Chats: host.ManagerOptions{
+		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",
 	}})
@@ -113,6 +119,7 @@ func (e *env) close() {
 	e.host.Close()
 	e.store.Close()
 	e.usage.Close()
+	e.audit.Close()
 }
 
 // client is a WebSocket client that collects frames.

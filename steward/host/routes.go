@@ -62,6 +62,9 @@ func (h *Host) handleQuickSend(w http.ResponseWriter, r *http.Request) {
 	res := h.manager.RunTurn(h.ctx, chat.ID, text, TurnOptions{Headless: true,
 		Attribution: llm.Attribution{Service: "host", Action: "quick-send"}})
 	h.manager.opts.Store.SetUnread(h.ctx, chat.ID, true)
+	if c, err := h.manager.opts.Store.Get(h.ctx, chat.ID); err == nil {
+		h.hub.Broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*c)})
+	}
 	h.audit(r.Context(), AuditEvent{Actor: "host", Type: "quick-send", Risk: "low", ChatID: chat.ID,
 		Summary: fmt.Sprintf("quick send finished ok=%v", res.OK), Payload: map[string]any{"error": res.Error}})
 	writeJSON(w, http.StatusOK, QuickSendResult{ChatID: chat.ID, TurnResult: res})
