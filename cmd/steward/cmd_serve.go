@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
@@ -151,6 +152,10 @@ func listen(what, envVar string, port int) (net.Listener, error) {
 // serve runs the host on hostLn (when not nil) and the gateway on gwLn (when
 // not nil) until ctx ends, then shuts both down and closes the stores.
 func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.Listener) (err error) {
+	cfg, err := env.Config()
+	if err != nil {
+		return err
+	}
 	log := env.Log
 	var servers []*http.Server
 	var closers []func() error
@@ -225,6 +230,14 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		if modelKey == "" {
 			modelKey = "sk-local"
 		}
+		connectors, err := connectorServers(cfg, gatewayURL, sc.gatewayKey)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp")})
+		bridge.Start(ctx)
+		closers = append(closers, bridge.Close)
 		var rates func() map[string]gateway.Rate
 		if gw != nil {
 			rates = gw.Rates
@@ -240,6 +253,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 				SystemPrompt:    host.DefaultSystemPrompt,
 				Policy:          pol,
 				ApprovalTimeout: sc.approvalTimeout,
+				Tools:           bridge.Tools,
 			},
 		})
 		closers = append(closers, func() error { h.Close(); return nil })

@@ -304,3 +304,44 @@ func TestGatewayBenchSmoke(t *testing.T) {
 		t.Errorf("gateway RSS not measured: %+v", rep)
 	}
 }
+
+// TestServeStartsConnectors checks that the host starts Steward's own
+// connectors as MCP child processes and that their tools reach the model.
+func TestServeStartsConnectors(t *testing.T) {
+	up := llmtest.NewServer(t)
+	vars := map[string]string{}
+	env, _, _ := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	writeGatewayConfig(t, home, up.URL)
+	os.WriteFile(filepath.Join(home, "mcp.json"), []byte(`{"mcpServers": {"shell": {"command": "true"}}}`), 0o600)
+	cfg, _ := env.Config()
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A user server may not take a connector's name.
+	if err := serve(context.Background(), env, sc, loopback(t), loopback(t)); err == nil || !strings.Contains(err.Error(), "rename it") {
+		t.Fatalf("err = %v, want the name clash reported", err)
+	}
+	os.Remove(filepath.Join(home, "mcp.json"))
+
+	servers, err := connectorServers(cfg, "http://127.0.0.1:1/v1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range servers {
+		names[s.Name] = true
+		if s.Env["STEWARD_HOME"] != home {
+			t.Errorf("connector %s gets STEWARD_HOME=%q", s.Name, s.Env["STEWARD_HOME"])
+		}
+		if _, leaked := s.Env["DEEPSEEK_API_KEY"]; leaked {
+			t.Errorf("connector %s gets a provider key", s.Name)
+		}
+	}
+	for _, want := range []string{"documents", "shell"} {
+		if !names[want] {
+			t.Errorf("connector %s is not started (have %v)", want, names)
+		}
+	}
+}

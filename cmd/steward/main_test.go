@@ -1,0 +1,17 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for the steward binary when the
+// host under test spawns its connectors (`<self> mcp NAME`), so that serve
+// tests run real connector processes instead of re-running the tests.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "mcp" {
+		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,728 @@
+// Package mcpbridge connects an agent to MCP servers — third-party ones from
+// mcp.json and the products' own connectors — over the official Go SDK, and
+// presents their tools as agent.Tool values named mcp__<server>__<tool>.
+//
+// Every server starts independently with its own start-up deadline, so a slow
+// or broken one never holds up the others. A host takes a snapshot of the
+// tools between turns (Tools), so a server that connects later shows up at the
+// next turn and never changes the tool set mid-turn. A server that crashes is
+// reported in Status and restarted with exponential back-off; its tools are
+// missing from snapshots while it is down. Server processes get only an
+// allow-listed environment plus their own configured variables, so the host's
+// secrets never reach them.
+package mcpbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Defaults for Options.
+const (
+	DefaultStartTimeout = 10 * time.Second
+	DefaultBackoffMin   = time.Second
+	DefaultBackoffMax   = 60 * time.Second
+)
+
+const (
+	// terminateGrace is how long a stopping server gets after its stdin is
+	// closed before SIGTERM, and again before SIGKILL.
+	terminateGrace = 2 * time.Second
+	// maxToolsPerServer bounds what one (possibly hostile) server can add to
+	// every model request.
+	maxToolsPerServer = 512
+)
+
+// State is where a server is in its life cycle.
+type State string
+
+// Server states shown in Status.
+const (
+	StateStarting   State = "starting"   // first connection attempt in progress
+	StateReady      State = "ready"      // connected; its tools are in snapshots
+	StateFailed     State = "failed"     // start failed or the server died; a retry is scheduled unless the config is invalid
+	StateRestarting State = "restarting" // a retry is in progress
+	StateStopped    State = "stopped"    // the bridge was closed
+)
+
+// Backoff is the delay between restarts: Min after the first failure,
+// doubling up to Max. It goes back to Min once a server has stayed up for Max.
+type Backoff struct {
+	Min, Max time.Duration
+}
+
+// Options configures a Bridge.
+type Options struct {
+	// Servers to run, in display order.
+	Servers []ServerConfig
+	// StartTimeout bounds each server's start (process start, handshake and
+	// tool listing); default DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Environ is the base environment (KEY=VALUE) of every server process;
+	// each server's own Env is added on top. Nil means the host's variables
+	// named by DefaultEnvAllowList; an empty non-nil slice means none.
+	Environ []string
+	// Logger receives life-cycle events and servers' stderr; nil discards.
+	Logger *slog.Logger
+	// RestartBackoff paces restarts; zero fields take DefaultBackoffMin and
+	// DefaultBackoffMax.
+	RestartBackoff Backoff
+	// ClientName is the client name sent in the MCP handshake; default
+	// "agentstack".
+	ClientName string
+}
+
+// ServerStatus is one server's state, for a System page or `--json` output.
+type ServerStatus struct {
+	Name      string    `json:"name"`
+	Transport string    `json:"transport"` // "stdio" or "http"
+	State     State     `json:"state"`
+	Tools     int       `json:"tools"` // tools in snapshots now (0 unless ready)
+	LastError string    `json:"lastError,omitempty"`
+	Restarts  int       `json:"restarts"`         // start attempts after the first
+	Since     time.Time `json:"since"`            // when State was entered
+	RetryAt   time.Time `json:"retryAt,omitzero"` // next attempt, when failed
+}
+
+// Bridge runs a set of MCP servers and exposes their tools. Its methods are
+// safe for concurrent use.
+type Bridge struct {
+	opts    Options
+	log     *slog.Logger
+	servers []*server
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every status change
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	// after waits out a restart delay; tests replace it to hold and count
+	// restarts without sleeping.
+	after func(time.Duration) <-chan time.Time
+}
+
+// New prepares a bridge; nothing starts until Start. A server whose
+// configuration is invalid or whose name repeats an earlier one is reported
+// as failed in Status and never started.
+func New(opts Options) *Bridge {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.RestartBackoff.Min <= 0 {
+		opts.RestartBackoff.Min = DefaultBackoffMin
+	}
+	if opts.RestartBackoff.Max <= 0 {
+		opts.RestartBackoff.Max = DefaultBackoffMax
+	}
+	opts.RestartBackoff.Max = max(opts.RestartBackoff.Max, opts.RestartBackoff.Min)
+	if opts.Environ == nil {
+		opts.Environ = AllowedEnv(os.Environ(), DefaultEnvAllowList())
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = "agentstack"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Bridge{opts: opts, log: log, changed: make(chan struct{}), after: time.After}
+	seen := map[string]bool{}
+	now := time.Now()
+	for _, cfg := range opts.Servers {
+		cfg.Args = slices.Clone(cfg.Args)
+		cfg.Env = maps.Clone(cfg.Env)
+		cfg.Headers = maps.Clone(cfg.Headers)
+		s := &server{
+			b: b, cfg: cfg, mask: secretMasker(cfg),
+			log:   log.With("mcp_server", cfg.Name),
+			state: StateStarting, since: now,
+		}
+		if err := cfg.Validate(); err != nil {
+			s.state, s.lastErr, s.invalid = StateFailed, s.mask(err.Error()), true
+		} else if seen[cfg.Name] {
+			s.state, s.lastErr, s.invalid = StateFailed, fmt.Sprintf("duplicate server name %q; only the first is used", cfg.Name), true
+		}
+		seen[cfg.Name] = true
+		b.servers = append(b.servers, s)
+	}
+	return b
+}
+
+// Start launches every server concurrently and returns at once; each has
+// its own start-up deadline. Servers run until Close or until ctx ends.
+// Calling Start again, or after Close, does nothing.
+func (b *Bridge) Start(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started || b.closed {
+		return
+	}
+	b.started = true
+	ctx, b.cancel = context.WithCancel(ctx)
+	for _, s := range b.servers {
+		if s.invalid {
+			continue
+		}
+		b.wg.Go(func() { s.run(ctx) })
+	}
+}
+
+// Close stops every server process (and anything it spawned) and waits for
+// them to end. It is idempotent and always returns nil.
+func (b *Bridge) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	cancel := b.cancel
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	b.wg.Wait()
+	b.mu.Lock()
+	for _, s := range b.servers {
+		if !s.invalid {
+			s.setLocked(StateStopped)
+		}
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// Tools returns the tools of the servers that are ready now, sorted by
+// name. The slice is a snapshot: take one per turn.
+func (b *Bridge) Tools() []agent.Tool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []agent.Tool
+	for _, s := range b.servers {
+		if s.state == StateReady {
+			for _, t := range s.tools {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec().Name < out[j].Spec().Name })
+	return out
+}
+
+// Status reports every configured server, in configuration order.
+func (b *Bridge) Status() []ServerStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ServerStatus, 0, len(b.servers))
+	for _, s := range b.servers {
+		st := ServerStatus{
+			Name: s.cfg.Name, Transport: s.cfg.Transport(), State: s.state,
+			LastError: s.lastErr, Restarts: s.restarts, Since: s.since, RetryAt: s.retryAt,
+		}
+		if s.state == StateReady {
+			st.Tools = len(s.tools)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Updates returns a channel that is closed at the next status change (a
+// server changing state, or its tool list changing). Take a new one after
+// each change.
+func (b *Bridge) Updates() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// Session waits until the named server is ready (or ctx ends) and returns
+// its live session, for direct requests that are not agent tool calls. Only
+// that server is waited for.
+func (b *Bridge) Session(ctx context.Context, name string) (*mcp.ClientSession, error) {
+	var sess *mcp.ClientSession
+	err := b.waitFor(ctx, func() (bool, error) {
+		s := b.serverLocked(name)
+		switch {
+		case s == nil:
+			return false, fmt.Errorf("no MCP server named %q", name)
+		case s.invalid:
+			return false, fmt.Errorf("MCP server %q is not usable: %s", name, s.lastErr)
+		case s.state == StateStopped:
+			return false, fmt.Errorf("MCP server %q is stopped", name)
+		case s.state == StateReady:
+			sess = s.conn.sess
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for MCP server %q: %w", name, err)
+	}
+	return sess, nil
+}
+
+// WaitStarted blocks until every server has finished its first start
+// attempt, successful or not, or ctx ends. It is for command-line tools and
+// tests; a host does not need to wait.
+func (b *Bridge) WaitStarted(ctx context.Context) error {
+	return b.waitFor(ctx, func() (bool, error) {
+		for _, s := range b.servers {
+			if s.state == StateStarting {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// waitFor re-evaluates cond (under the lock) at every status change.
+func (b *Bridge) waitFor(ctx context.Context, cond func() (bool, error)) error {
+	for {
+		b.mu.Lock()
+		ok, err := cond()
+		ch := b.changed
+		b.mu.Unlock()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// notifyLocked wakes everyone waiting on Updates; b.mu must be held.
+func (b *Bridge) notifyLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// serverLocked finds a server by name, preferring the one that runs over an
+// invalid duplicate; b.mu must be held.
+func (b *Bridge) serverLocked(name string) *server {
+	for _, s := range b.servers {
+		if s.cfg.Name == name && !s.invalid {
+			return s
+		}
+	}
+	for _, s := range b.servers {
+		if s.cfg.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// server is one configured server and its supervisor's state.
+type server struct {
+	b       *Bridge
+	cfg     ServerConfig
+	log     *slog.Logger
+	mask    func(string) string
+	invalid bool // never started: bad or duplicate configuration
+
+	// Guarded by b.mu.
+	state    State
+	conn     *conn // set while ready
+	tools    []*bridgeTool
+	lastErr  string
+	restarts int
+	since    time.Time
+	retryAt  time.Time
+}
+
+// setLocked enters a state and wakes waiters; b.mu must be held.
+func (s *server) setLocked(st State) {
+	s.state, s.since = st, time.Now()
+	if st != StateFailed {
+		s.retryAt = time.Time{}
+	}
+	if st != StateReady {
+		s.conn, s.tools = nil, nil
+	}
+	s.b.notifyLocked()
+}
+
+func (s *server) set(st State) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.setLocked(st)
+}
+
+// run is the supervisor: start, serve until the session ends, wait out the
+// back-off, start again — until ctx ends.
+func (s *server) run(ctx context.Context) {
+	defer s.set(StateStopped)
+	bo := s.b.opts.RestartBackoff
+	delay := bo.Min
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			s.b.mu.Lock()
+			s.restarts++
+			s.setLocked(StateRestarting)
+			s.b.mu.Unlock()
+		}
+		c, tools, err := s.connect(ctx)
+		if err == nil {
+			up := time.Now()
+			err = s.serve(ctx, c, tools)
+			if time.Since(up) >= bo.Max {
+				delay = bo.Min
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.b.mu.Lock()
+		s.lastErr = s.mask(err.Error())
+		s.setLocked(StateFailed)
+		s.retryAt = time.Now().Add(delay)
+		s.b.mu.Unlock()
+		s.log.Warn("mcp server down; will restart", "error", s.lastErr, "retry_in", delay)
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.b.after(delay):
+		}
+		delay = min(2*delay, bo.Max)
+	}
+}
+
+// conn is one live connection (and, for stdio, one process).
+type conn struct {
+	// ctx ends when the connection is being closed; it bounds tool calls, so
+	// none outlives its server.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	sess    *mcp.ClientSession
+	proc    *process     // nil for HTTP servers
+	http    *http.Client // nil for stdio servers
+	refresh chan struct{}
+}
+
+// exited is closed when a stdio server's process ends; nil (never ready)
+// for HTTP servers.
+func (c *conn) exited() <-chan struct{} {
+	if c.proc == nil {
+		return nil
+	}
+	return c.proc.exited
+}
+
+// close ends calls in flight, the process (for stdio) and the session, and
+// reports how the process ended.
+func (c *conn) close() (exit string) {
+	c.cancel()
+	if c.proc != nil {
+		// The process goes first: the session's Close waits for requests in
+		// flight, which end once the server is gone.
+		exit = c.proc.stop()
+	}
+	if c.sess != nil {
+		_ = c.sess.Close()
+	}
+	if c.http != nil {
+		c.http.CloseIdleConnections()
+	}
+	return exit
+}
+
+// connect starts the server and lists its tools within StartTimeout.
+func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
+	c := &conn{refresh: make(chan struct{}, 1)}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	var transport mcp.Transport
+	if s.cfg.URL != "" {
+		c.http = &http.Client{Transport: newHeaderTransport(s.cfg)}
+		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c.http}
+	} else {
+		p, err := startProcess(s.cfg, s.b.opts.Environ, newStderrSink(s.log, s.mask))
+		if err != nil {
+			c.cancel()
+			return nil, nil, errors.New(s.mask("start: " + err.Error()))
+		}
+		c.proc = p
+		transport = p.transport()
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: s.b.opts.ClientName, Version: "1"}, &mcp.ClientOptions{
+		Logger:       s.log,
+		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation on offer
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case c.refresh <- struct{}{}:
+			default: // a refresh is already pending
+			}
+		},
+	})
+
+	startCtx, cancel := context.WithTimeout(c.ctx, s.b.opts.StartTimeout)
+	defer cancel()
+	// A server that dies during the handshake fails the start at once, even
+	// if something it spawned keeps its stdout open.
+	if c.proc != nil {
+		go func() {
+			select {
+			case <-c.proc.exited:
+				cancel()
+			case <-startCtx.Done():
+			}
+		}()
+	}
+	startErr := func(step string, err error) error {
+		timedOut := ctx.Err() == nil && errors.Is(startCtx.Err(), context.DeadlineExceeded)
+		exitedEarly := c.proc != nil && c.proc.exitStatus() != ""
+		exit := c.close()
+		switch {
+		case exitedEarly:
+			err = errProcessExited
+		case timedOut:
+			err = fmt.Errorf("did not start within %s", s.b.opts.StartTimeout)
+		}
+		return s.describe(fmt.Errorf("%s: %w", step, err), exit, c)
+	}
+	sess, err := client.Connect(startCtx, transport, nil)
+	if err != nil {
+		return nil, nil, startErr("start", err)
+	}
+	c.sess = sess
+	tools, err := s.listTools(startCtx, sess)
+	if err != nil {
+		return nil, nil, startErr("list tools", err)
+	}
+	if c.proc != nil {
+		s.log.Info("mcp server ready", "tools", len(tools), "pid", c.proc.cmd.Process.Pid)
+	} else {
+		s.log.Info("mcp server ready", "tools", len(tools))
+	}
+	return c, tools, nil
+}
+
+// serve publishes the connection's tools and keeps them current until the
+// session ends (or the process exits) or ctx does.
+func (s *server) serve(ctx context.Context, c *conn, tools []*bridgeTool) error {
+	s.b.mu.Lock()
+	s.lastErr = ""
+	s.setLocked(StateReady)
+	s.conn, s.tools = c, tools
+	s.b.mu.Unlock()
+
+	done := make(chan error, 1)
+	go func() { done <- c.sess.Wait() }()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			s.detach(c)
+			c.close()
+			return ctx.Err()
+		case err = <-done:
+			if err == nil {
+				err = errors.New("connection closed")
+			}
+		case <-c.exited():
+			err = errProcessExited
+		case <-c.refresh:
+			lctx, cancel := context.WithTimeout(c.ctx, s.b.opts.StartTimeout)
+			tools, err := s.listTools(lctx, c.sess)
+			cancel()
+			if err != nil {
+				s.log.Warn("mcp server: refresh tool list", "error", s.mask(err.Error()))
+				continue
+			}
+			s.b.mu.Lock()
+			if s.conn == c {
+				s.tools = tools
+				s.b.notifyLocked()
+			}
+			s.b.mu.Unlock()
+			s.log.Info("mcp server tool list changed", "tools", len(tools))
+			continue
+		}
+		s.detach(c)
+		exit := c.close()
+		return s.describe(fmt.Errorf("server went away: %w", err), exit, c)
+	}
+}
+
+// detach takes c's tools out of snapshots before the (possibly slow) close.
+func (s *server) detach(c *conn) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.conn == c {
+		s.setLocked(StateFailed)
+	}
+}
+
+// describe adds what the process left behind (exit status, last stderr
+// lines) to err and masks configured secrets.
+func (s *server) describe(err error, exit string, c *conn) error {
+	msg := err.Error()
+	if exit != "" {
+		msg += " (" + exit + ")"
+	}
+	if c.proc != nil {
+		if tail := c.proc.stderr.Tail(); tail != "" {
+			msg += "; stderr: " + tail
+		}
+	}
+	return errors.New(s.mask(msg))
+}
+
+// listTools fetches every page of the server's tool list and wraps each
+// tool for the agent.
+func (s *server) listTools(ctx context.Context, sess *mcp.ClientSession) ([]*bridgeTool, error) {
+	var out []*bridgeTool
+	seen := map[string]bool{}
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		if len(out) == maxToolsPerServer {
+			s.log.Warn("mcp server lists too many tools; ignoring the rest", "kept", maxToolsPerServer)
+			break
+		}
+		name := ToolName(s.cfg.Name, t.Name)
+		if seen[name] {
+			s.log.Warn("mcp server lists a tool twice; ignoring the repeat", "tool", t.Name)
+			continue
+		}
+		seen[name] = true
+		params, err := json.Marshal(t.InputSchema)
+		if err != nil || t.InputSchema == nil {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		desc := t.Description
+		if desc == "" {
+			desc = t.Title
+		}
+		out = append(out, &bridgeTool{
+			s: s, remote: t.Name,
+			spec: agent.ToolSpec{Name: name, Description: desc, Parameters: params},
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].spec.Name < out[j].spec.Name })
+	return out, nil
+}
+
+// bridgeTool is one MCP tool as an agent.Tool. It belongs to the server, not
+// to one connection, so a snapshot taken before a restart still works after.
+type bridgeTool struct {
+	s      *server
+	remote string // the tool's name on the server
+	spec   agent.ToolSpec
+}
+
+// Spec returns the tool's name, description and argument schema.
+func (t *bridgeTool) Spec() agent.ToolSpec { return t.spec }
+
+// Call runs the tool on its server's current session. A server that is down
+// or goes away during the call gives an error at once; ctx bounds the wait
+// for a live server's answer.
+func (t *bridgeTool) Call(ctx context.Context, args json.RawMessage) (agent.ToolResult, error) {
+	s := t.s
+	s.b.mu.Lock()
+	c, state, lastErr := s.conn, s.state, s.lastErr
+	s.b.mu.Unlock()
+	if c == nil {
+		msg := fmt.Sprintf("call %s: MCP server %q is not connected (%s)", t.spec.Name, s.cfg.Name, state)
+		if lastErr != "" {
+			msg += ": " + lastErr
+		}
+		return agent.ToolResult{}, errors.New(msg)
+	}
+	arguments, err := callArgs(args)
+	if err != nil {
+		return agent.ToolResult{}, fmt.Errorf("call %s: %w", t.spec.Name, err)
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)() // the server stopping ends the call
+	res, err := c.sess.CallTool(callCtx, &mcp.CallToolParams{Name: t.remote, Arguments: arguments})
+	switch {
+	case err == nil:
+		return convertResult(res)
+	case ctx.Err() != nil:
+		return agent.ToolResult{}, fmt.Errorf("call %s: %w", t.spec.Name, ctx.Err())
+	case c.ctx.Err() != nil, errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		s.b.mu.Lock()
+		closing := s.b.closed
+		s.b.mu.Unlock()
+		if closing {
+			return agent.ToolResult{}, fmt.Errorf("call %s: the MCP bridge is shutting down", t.spec.Name)
+		}
+		return agent.ToolResult{}, fmt.Errorf("call %s: MCP server %q went away before answering; it will be restarted", t.spec.Name, s.cfg.Name)
+	default:
+		return agent.ToolResult{}, fmt.Errorf("call %s: %s", t.spec.Name, s.mask(err.Error()))
+	}
+}
+
+// callArgs passes the model's arguments through unchanged, as long as they
+// are a JSON object; absent arguments become {}.
+func callArgs(args json.RawMessage) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	if trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, errors.New("arguments must be a JSON object")
+	}
+	return json.RawMessage(trimmed), nil
+}
+
+// headerTransport adds a server's configured headers to requests for its own
+// host only, so a redirect elsewhere never carries its credentials.
+type headerTransport struct {
+	base    http.RoundTripper
+	host    string
+	headers map[string]string
+}
+
+func newHeaderTransport(cfg ServerConfig) *headerTransport {
+	u, _ := url.Parse(cfg.URL) // validated
+	var base http.RoundTripper = http.DefaultTransport
+	if t, ok := base.(*http.Transport); ok {
+		base = t.Clone() // own idle pool, closed with the connection
+	}
+	return &headerTransport{base: base, host: u.Host, headers: cfg.Headers}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 && strings.EqualFold(r.URL.Host, t.host) {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.
+func (t *headerTransport) CloseIdleConnections() {
+	if ci, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
