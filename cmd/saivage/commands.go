@@ -138,11 +138,12 @@ anything. The first problem is reported with its key path or exact file.`,
 func statusCommand() *command {
 	var pf projectFlags
 	return &command{
-		name: "status", summary: "show the server lock and card counts",
+		name: "status", summary: "show the runtime (live server), lock and card counts",
 		usage: "[--root DIR] [--json]",
 		help: `Shows whether a Saivage server holds the project lock (missing, live, dead,
-indeterminate or malformed — none of which is taken over automatically), the
-listener the server would use, and the number of cards in each status.`,
+indeterminate or malformed — none of which is taken over automatically); when
+a live server publishes its endpoint, its runtime status (asked through the
+API with the operator token); the listener and the cards in each status.`,
 		flags: pf.register,
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
 			p, err := pf.open(ctx, e)
@@ -159,9 +160,18 @@ listener the server would use, and the number of cards in each status.`,
 				counts[string(st)] = n
 			}
 			runtime := "stopped"
+			var live *runtimeView
 			switch obs.Status {
 			case lock.Live:
 				runtime = "server running"
+				if srv, _, err := pf.live(e); err == nil {
+					var v runtimeView
+					if err := srv.call(ctx, "GET", "/api/runtime/status", nil, &v); err == nil {
+						runtime, live = v.line(), &v
+					} else {
+						runtime = "server running (status unavailable: " + err.Error() + ")"
+					}
+				}
 			case lock.Dead:
 				runtime = "stopped (stale lock: manual repair needed)"
 			case lock.Indeterminate, lock.Malformed:
@@ -169,7 +179,7 @@ listener the server would use, and the number of cards in each status.`,
 			}
 			if pf.json {
 				return writeJSON(e.stdout, map[string]any{
-					"root": p.Root, "runtime": runtime, "lock": obs,
+					"root": p.Root, "runtime": runtime, "runtime_status": live, "lock": obs,
 					"listen": map[string]any{"host": listen.Host, "port": listen.Port},
 					"cards":  counts,
 				})

@@ -1,6 +1,8 @@
 // Command saivage manages a Saivage project: a card-centred runtime where
-// Planner, Executor and Reviewer agents build software. This build provides
-// the offline commands (init, validate, status, tree, card, record, version).
+// Planner, Executor and Reviewer agents build software: saivage start serves a
+// project (operator API, Analyst, runtime); run, pause, resume, stop and
+// status talk to the live server; init, validate, tree, card and record work
+// offline.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -43,13 +46,14 @@ func (u usageError) Error() string { return u.msg }
 
 func commands() []*command {
 	return []*command{
-		versionCommand(), initCommand(), validateCommand(), statusCommand(),
+		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
+		pauseCommand(), resumeCommand(), stopCommand(), statusCommand(),
 		treeCommand(), cardCommand(), recordCommand(),
 	}
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv}))
 }

@@ -421,3 +421,27 @@ func (s *Store) EditRecord(ctx context.Context, id, name, content, author string
 	}
 	return a, nil
 }
+
+// Messages returns the messages selected by a card's mailbox, in order.
+func (s *Store) Messages(ctx context.Context, id string) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _, err := s.active("read mailbox of", id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, 0, len(h.Mailbox))
+	for _, u := range h.Mailbox {
+		p := filepath.Join(s.CardDir(id), "mailbox", u+".json")
+		data, err := state.ReadFile(p)
+		if err != nil {
+			return nil, admErr(p, "%v", err)
+		}
+		var m Message
+		if err := strictJSON(data, &m); err != nil || m.UUID != u || m.Card != id {
+			return nil, admErr(p, "invalid mailbox message")
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

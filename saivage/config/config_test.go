@@ -33,7 +33,7 @@ func TestDecodeClassicTemplate(t *testing.T) {
 	if got := len(cfg.CardTypes); got != 3 {
 		t.Fatalf("card types = %d, want 3", got)
 	}
-	if cfg.Server.Port != 4318 || cfg.AnalystAgent != "analyst" || cfg.Oversight.Enabled {
+	if cfg.Server.Port != 4400 || cfg.AnalystAgent != "analyst" || cfg.Oversight.Enabled {
 		t.Fatalf("unexpected decode: %+v %q %+v", cfg.Server, cfg.AnalystAgent, cfg.Oversight)
 	}
 	e := cfg.CardTypes["project"].Workflow.Nodes["assess"].Edges["done"]
@@ -195,7 +195,7 @@ func TestValidateShapeErrors(t *testing.T) {
 	tests := []struct {
 		name, from, to, wantPath string
 	}{
-		{"port range", "port: 4318", "port: 70000", "server.port"},
+		{"port range", "port: 4400", "port: 70000", "server.port"},
 		{"unknown route", "model_route: fast", "model_route: slow", "agents.oversight.model_route"},
 		{"bad session", "session: card\n    model_route: default\n    prompt: {reference: prompts/agents/planner.md}", "session: both\n    model_route: default\n    prompt: {reference: prompts/agents/planner.md}", "agents.planner.session"},
 		{"candidate unknown provider", "[gateway/fast]", "[nowhere/fast]", "models.routes.fast.candidates[0]"},
@@ -299,7 +299,7 @@ func TestResolveServerPrecedence(t *testing.T) {
 		portSrc config.Source
 		wantErr string
 	}{
-		{"defaults", config.Flags{}, nil, nil, "127.0.0.1", config.FromDefault, 4318, config.FromDefault, ""},
+		{"defaults", config.Flags{}, nil, nil, "127.0.0.1", config.FromDefault, 4400, config.FromDefault, ""},
 		{"yaml", config.Flags{}, nil, yamlCfg, "0.0.0.0", config.FromYAML, 5000, config.FromYAML, ""},
 		{"env beats yaml", config.Flags{}, map[string]string{"SAIVAGE_HOST": "h", "SAIVAGE_PORT": "6000"}, yamlCfg, "h", config.FromEnv, 6000, config.FromEnv, ""},
 		{"flag beats env", config.Flags{Host: "f", Port: 7000}, map[string]string{"SAIVAGE_HOST": "h", "SAIVAGE_PORT": "6000"}, yamlCfg, "f", config.FromFlag, 7000, config.FromFlag, ""},

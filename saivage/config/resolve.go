@@ -18,7 +18,7 @@ const (
 // Defaults for the operator listener.
 const (
 	DefaultHost = "127.0.0.1"
-	DefaultPort = 4318
+	DefaultPort = 4400
 )
 
 // StateDir is the project's generated and configuration directory.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -251,4 +252,116 @@ func ParseSessionID(id string) (agent, card string, err error) {
 		card = ""
 	}
 	return agent, card, nil
+}
+
+// Current is the current (last) segment of a session.
+type Current struct {
+	Index Index
+	// N is the segment number (0 when the session has no segment yet).
+	N    int
+	Kind string
+	Rows []Row
+}
+
+// LoadCurrent reads only the current segment, strictly; a torn tail is
+// handled by tail. A session without segments has no rows.
+func (s *Store) LoadCurrent(dir, session string, tail state.TailPolicy) (Current, error) {
+	idx, err := s.ReadIndex(dir, session)
+	if err != nil {
+		return Current{}, err
+	}
+	cur := Current{Index: idx, Rows: []Row{}}
+	if len(idx.Segments) == 0 {
+		return cur, nil
+	}
+	seg := idx.Segments[len(idx.Segments)-1]
+	cur.N, cur.Kind = seg.N, seg.Kind
+	if cur.Rows, err = s.readSegment(segmentPath(dir, seg.N), tail); err != nil {
+		return Current{}, err
+	}
+	return cur, nil
+}
+
+func (s *Store) readSegment(p string, tail state.TailPolicy) ([]Row, error) {
+	rows := []Row{}
+	_, err := s.pub.ReadJSONL(p, state.ReadOptions{
+		Versions: []int{SegmentFormat},
+		Tail:     tail,
+		Validate: func(_ int, env state.Envelope) error {
+			for _, raw := range env.Rows {
+				var r Row
+				dec := json.NewDecoder(bytes.NewReader(raw))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&r); err != nil {
+					return err
+				}
+				if !rowKinds[r.Kind] || r.ID == "" {
+					return fmt.Errorf("invalid row kind %q", r.Kind)
+				}
+				rows = append(rows, r)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidatePairs(rows); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return rows, nil
+}
+
+// Compact publishes rows as a new self-contained segment of kind
+// "compacted" and then selects it in the index: the segment is written
+// before the index names it. rows must pair calls and results like any
+// segment; they normally start with a summary row.
+func (s *Store) Compact(dir, session string, rows []Row) (int, error) {
+	if len(rows) == 0 {
+		return 0, fmt.Errorf("compact %s: no rows", session)
+	}
+	if err := ValidatePairs(rows); err != nil {
+		return 0, fmt.Errorf("compact %s: %w", session, err)
+	}
+	idx, err := s.ReadIndex(dir, session)
+	if err != nil {
+		return 0, err
+	}
+	n := len(idx.Segments) + 1
+	if _, err := os.Lstat(segmentPath(dir, n)); !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("compact %s: %s already exists but is not indexed (an interrupted compaction); move it aside to continue", session, segmentPath(dir, n))
+	}
+	env := state.Envelope{V: SegmentFormat}
+	for _, r := range rows {
+		if !rowKinds[r.Kind] || r.ID == "" {
+			return 0, fmt.Errorf("compact %s: invalid row %+v", session, r)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return 0, err
+		}
+		env.Rows = append(env.Rows, b)
+	}
+	if err := s.pub.Append(segmentPath(dir, n), env, true); err != nil {
+		return 0, err
+	}
+	idx.Segments = append(idx.Segments, Segment{N: n, Kind: "compacted"})
+	return n, s.publishIndex(dir, idx, false)
+}
+
+// Segment reads one indexed segment strictly (historical segments refuse a
+// torn tail).
+func (s *Store) Segment(dir, session string, n int) ([]Row, error) {
+	idx, err := s.ReadIndex(dir, session)
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 || n > len(idx.Segments) {
+		return nil, fmt.Errorf("session %s has segments 1..%d, not %d", session, len(idx.Segments), n)
+	}
+	tail := state.TailFail
+	if n == len(idx.Segments) {
+		tail = state.TailIgnore
+	}
+	return s.readSegment(segmentPath(dir, n), tail)
 }

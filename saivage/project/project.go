@@ -356,3 +356,29 @@ func (p *Project) bootstrap(ctx context.Context, opts InitOptions) error {
 	}
 	return p.LogEvent("project_initialized", map[string]any{"template": opts.Template})
 }
+
+// Events returns the app log events that keep returns true for, in order.
+// A torn tail is skipped without writing (a live writer may complete it).
+func (p *Project) Events(keep func(Event) bool) ([]Event, error) {
+	var out []Event
+	_, err := p.Publisher.ReadJSONL(p.AppLogPath(), state.ReadOptions{Versions: []int{AppLogVersion}, Tail: state.TailIgnore,
+		Validate: func(_ int, env state.Envelope) error {
+			for _, raw := range env.Rows {
+				var e Event
+				if err := strictJSON(raw, &e); err != nil {
+					return err
+				}
+				if keep == nil || keep(e) {
+					out = append(out, e)
+				}
+			}
+			return nil
+		}})
+	if errors.Is(err, fs.ErrNotExist) {
+		return []Event{}, nil
+	}
+	if out == nil {
+		out = []Event{}
+	}
+	return out, err
+}

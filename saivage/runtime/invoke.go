@@ -1,0 +1,278 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/saivage/state"
+)
+
+// Retry policy of model calls.
+const (
+	// transientFailures is the finite budget of ordinary failures (rate
+	// limits, generic 5xx, network) of one call.
+	transientFailures = 4
+	overloadMinDelay  = 30 * time.Second
+	overloadMaxDelay  = 600 * time.Second
+)
+
+// ContentPolicyError is a second content-policy refusal within one node
+// execution; the card is blocked.
+type ContentPolicyError struct{ Err error }
+
+func (e *ContentPolicyError) Error() string {
+	return "the provider refused the request twice on content-policy grounds: " + e.Err.Error()
+}
+
+func (e *ContentPolicyError) Unwrap() error { return e.Err }
+
+// invoker is the agent.Model of one session. Every call is built from the
+// persisted session (the single source of truth), so compaction can replace
+// history between any two calls of a turn.
+type invoker struct {
+	rt    *Runtime
+	route RouteBinding
+	sess  *session
+	// system renders the system prompt; tail the final system block
+	// refreshed for each call ("" for none).
+	system func() string
+	tail   func(ctx context.Context) string
+	// gated marks autonomous card work: it waits at the Pause gate.
+	gated    bool
+	refusals int
+}
+
+// exchangeRow is one line of a session's exchanges.jsonl evidence.
+type exchangeRow struct {
+	ID            string            `json:"id"`
+	Time          time.Time         `json:"ts"`
+	Kind          string            `json:"kind"` // primary | summary
+	Session       string            `json:"session"`
+	Route         string            `json:"route"`
+	Provider      string            `json:"provider,omitempty"`
+	UpstreamModel string            `json:"upstream_model,omitempty"`
+	Attempts      []attemptEvidence `json:"attempts"`
+	Status        int               `json:"status,omitempty"`
+	Outcome       string            `json:"outcome"`
+	Error         string            `json:"error,omitempty"`
+	DurationMS    int64             `json:"duration_ms"`
+	RequestBytes  int               `json:"request_bytes"`
+	RequestSHA256 string            `json:"request_sha256"`
+	Messages      int               `json:"messages"`
+	Tools         int               `json:"tools"`
+	FinishReason  string            `json:"finish_reason,omitempty"`
+	Usage         *llm.Usage        `json:"usage,omitempty"`
+}
+
+type attemptEvidence struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Status   int    `json:"status,omitempty"`
+	Outcome  string `json:"outcome"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Exchange is the latest primary exchange of a session: its evidence row,
+// the exact request sent and the response.
+type Exchange struct {
+	exchangeRow
+	Request  *llm.ChatRequest `json:"request"`
+	Response *exchangeReply   `json:"response,omitempty"`
+}
+
+type exchangeReply struct {
+	Content   string         `json:"content"`
+	Reasoning string         `json:"reasoning,omitempty"`
+	ToolCalls []llm.ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ExchangesFile and LatestExchangeFile live in each session directory.
+const (
+	ExchangesFile      = "exchanges.jsonl"
+	LatestExchangeFile = "latest-exchange.json"
+	exchangeVersion    = 1
+)
+
+func estimateTokens(msgs []llm.Message, tools []llm.Tool) int {
+	b, _ := json.Marshal(msgs)
+	t, _ := json.Marshal(tools)
+	return (len(b) + len(t) + 3) / 4
+}
+
+// messages builds the provider context from the session.
+func (iv *invoker) messages(ctx context.Context) ([]llm.Message, error) {
+	cur, err := iv.sess.current()
+	if err != nil {
+		return nil, err
+	}
+	msgs := []llm.Message{{Role: "system", Content: iv.system()}}
+	msgs = append(msgs, rowsToMessages(cur.Rows)...)
+	if iv.tail != nil {
+		if t := iv.tail(ctx); t != "" {
+			msgs = append(msgs, llm.Message{Role: "system", Content: t})
+		}
+	}
+	return msgs, nil
+}
+
+// ChatStream implements agent.Model.
+func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, error) {
+	if iv.gated {
+		release, err := iv.rt.acquireGate(ctx, iv.sess.id)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	msgs, err := iv.messages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	comp := iv.rt.models.compaction
+	if comp.Enabled && iv.route.UsableInput > 0 && float64(estimateTokens(msgs, req.Tools)) >= comp.TriggerFraction*float64(iv.route.UsableInput) {
+		if did, err := iv.compact(ctx, false); err != nil {
+			return nil, err
+		} else if did {
+			if msgs, err = iv.messages(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	compacted, transient, overloads := false, 0, 0
+	for {
+		creq := &llm.ChatRequest{Model: iv.route.Public, Messages: msgs, Tools: req.Tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
+		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
+		resp, attempts, err := iv.send(ctx, creq, onChunk, "primary")
+		if err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == "content_filter" {
+			err = &llm.APIError{Status: 200, Message: "the response was stopped by the provider's content filter", Code: "content_filter"}
+		}
+		if err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		switch classify(err, attempts) {
+		case errContextTooLarge:
+			if compacted {
+				return nil, fmt.Errorf("the request is still too large for the model after compaction: %w", err)
+			}
+			compacted = true
+			did, cerr := iv.compact(ctx, true)
+			if cerr != nil {
+				return nil, cerr
+			}
+			if !did {
+				return nil, fmt.Errorf("the request is too large for the model and nothing can be compacted: %w", err)
+			}
+			if msgs, err = iv.messages(ctx); err != nil {
+				return nil, err
+			}
+		case errContentPolicy:
+			iv.refusals++
+			_ = iv.sess.append(markerRow("refusal-"+state.NewUUID(), markerRefusal, map[string]any{"count": iv.refusals, "error": iv.rt.redact(err.Error())}))
+			iv.rt.logEvent("content_policy_refusal", map[string]any{"session": iv.sess.id, "count": iv.refusals})
+			if iv.refusals >= 2 {
+				return nil, &ContentPolicyError{Err: err}
+			}
+		case errOverload:
+			d := min(overloadMinDelay<<min(overloads, 5), overloadMaxDelay)
+			overloads++
+			if err := iv.backoff(ctx, d); err != nil {
+				return nil, err
+			}
+		case errTransient:
+			transient++
+			if transient >= transientFailures {
+				return nil, fmt.Errorf("model route %s failed %d times: %w", iv.route.Name, transient, err)
+			}
+			if err := iv.backoff(ctx, time.Duration(1<<transient)*time.Second); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
+	iv.rt.observe(Observation{Kind: ObsBackoff, Session: iv.sess.id, Delay: d})
+	return iv.rt.opts.Sleep(ctx, d)
+}
+
+// send performs one gateway request and records its evidence.
+func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
+	id := state.NewUUID()
+	body, _ := json.Marshal(creq)
+	sum := sha256.Sum256(body)
+	start := time.Now()
+	actx := llm.WithAttribution(ctx, llm.Attribution{Service: "saivage", Action: id})
+	var resp *llm.ChatResponse
+	var err error
+	if onChunk != nil || kind == "primary" {
+		resp, err = iv.rt.models.client.ChatStream(actx, creq, onChunk)
+	} else {
+		resp, err = iv.rt.models.client.Chat(actx, creq)
+	}
+	rec, attempts, _ := iv.rt.models.ledger.take(id)
+	row := exchangeRow{ID: id, Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
+		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
+		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(body), RequestSHA256: hex.EncodeToString(sum[:]),
+		Messages: len(creq.Messages), Tools: len(creq.Tools), Attempts: []attemptEvidence{}}
+	for _, a := range attempts {
+		row.Attempts = append(row.Attempts, attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error})
+	}
+	if err != nil {
+		row.Error = iv.rt.redact(err.Error())
+		if row.Outcome == "" || row.Outcome == string(gateway.OutcomeOK) {
+			row.Outcome = "error"
+		}
+	} else if resp != nil {
+		row.Usage = resp.Usage
+		if len(resp.Choices) > 0 {
+			row.FinishReason = resp.Choices[0].FinishReason
+		}
+	}
+	iv.rt.writeExchange(iv.sess, row, creq, resp, kind == "primary")
+	return resp, attempts, err
+}
+
+// writeExchange appends the evidence row and, for primary calls, replaces
+// the session's latest exchange. Evidence failures are logged; publication
+// uncertainty stops the process through the publisher's fatal hook.
+func (rt *Runtime) writeExchange(s *session, row exchangeRow, req *llm.ChatRequest, resp *llm.ChatResponse, primary bool) {
+	raw, _ := json.Marshal(row)
+	p := filepath.Join(s.dir, ExchangesFile)
+	_, statErr := os.Lstat(p)
+	if err := rt.p.Publisher.Append(p, state.Envelope{V: exchangeVersion, Rows: []json.RawMessage{raw}}, errors.Is(statErr, os.ErrNotExist)); err != nil {
+		rt.log.Error("write exchange evidence", "session", s.id, "err", err)
+		return
+	}
+	if !primary {
+		return
+	}
+	ex := Exchange{exchangeRow: row, Request: req}
+	if resp != nil && len(resp.Choices) > 0 {
+		m := resp.Choices[0].Message
+		ex.Response = &exchangeReply{Content: m.Content, Reasoning: m.ReasoningContent, ToolCalls: m.ToolCalls}
+	}
+	data, err := json.Marshal(ex)
+	if err == nil {
+		data = []byte(rt.redact(string(data)))
+		err = rt.p.Publisher.Replace(filepath.Join(s.dir, LatestExchangeFile), data)
+	}
+	if err != nil {
+		rt.log.Error("write latest exchange", "session", s.id, "err", err)
+		return
+	}
+	rt.hint("exchange", s.id)
+}

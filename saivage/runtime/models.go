@@ -1,0 +1,346 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/saivage/config"
+)
+
+// routePrefix keeps Saivage route names out of the gateway's tier
+// escalation (which applies to names of the form tier-N).
+const routePrefix = "route:"
+
+// summarizerRoute is the public name of compaction.summarizer_candidate.
+const summarizerRoute = "saivage:summarizer"
+
+// Default capacity figures used when the configuration omits them.
+const (
+	defaultUtilization  = 0.9
+	defaultTrigger      = 0.8
+	defaultTail         = 0.3
+	defaultOutputTokens = 4096
+	summaryMaxTokens    = 2000
+)
+
+// RouteBinding is one models.routes entry bound to the gateway.
+type RouteBinding struct {
+	Name        string
+	Public      string
+	Candidates  []string
+	MaxTokens   int
+	Temperature *float64
+	// UsableInput is the largest positive floor(window × utilisation) −
+	// reserved output over the route's candidates; 0 when no candidate
+	// declares a context window.
+	UsableInput int
+}
+
+// Models binds the configuration's routes to an in-process gateway.
+type Models struct {
+	gw         *gateway.Gateway
+	client     *llm.Client
+	routes     map[string]RouteBinding
+	summarizer string // public name used for compaction summaries
+	compaction config.Compaction
+	ledger     *exchangeLedger
+}
+
+// ModelsOptions configures BindModels.
+type ModelsOptions struct {
+	// Upstream reaches the providers (default: the gateway's pooled
+	// transport).
+	Upstream http.RoundTripper
+	Logger   *slog.Logger
+}
+
+// capsFor returns the effective capabilities of a candidate: model
+// capabilities, else the account's, else the provider's.
+func capsFor(cfg *config.Config, c config.Candidate) config.Capabilities {
+	p := cfg.Providers[c.Provider]
+	if mc, ok := p.ModelCapabilities[c.Model]; ok {
+		return mc
+	}
+	if a, ok := p.Accounts[c.Account]; ok && a.Capabilities != nil {
+		return *a.Capabilities
+	}
+	if p.Capabilities != nil {
+		return *p.Capabilities
+	}
+	return config.Capabilities{}
+}
+
+// usableInput is floor(window × U) − O, or 0 when the window is unknown.
+func usableInput(caps config.Capabilities, utilization float64, maxTokens int) int {
+	if caps.ContextWindowTokens <= 0 {
+		return 0
+	}
+	out := maxTokens
+	if out <= 0 {
+		out = caps.MaxOutputTokens
+	}
+	if out <= 0 {
+		out = defaultOutputTokens
+	}
+	return max(int(math.Floor(float64(caps.ContextWindowTokens)*utilization))-out, 0)
+}
+
+// orderCandidates applies a route profile: allowed filters by model name
+// and preferred models move to the front, keeping route order otherwise.
+func orderCandidates(cands []string, prof *config.Profile) []string {
+	if prof == nil {
+		return cands
+	}
+	var out []string
+	for _, c := range cands {
+		pc, _ := config.ParseCandidate(c)
+		if len(prof.Allowed) == 0 || slices.Contains(prof.Allowed, pc.Model) {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		pa, _ := config.ParseCandidate(a)
+		pb, _ := config.ParseCandidate(b)
+		ia, ib := slices.Index(prof.Preferred, pa.Model), slices.Index(prof.Preferred, pb.Model)
+		if ia < 0 {
+			ia = len(prof.Preferred)
+		}
+		if ib < 0 {
+			ib = len(prof.Preferred)
+		}
+		return ia - ib
+	})
+	return out
+}
+
+// BindModels builds the gateway configuration from the project's providers
+// and routes: each route is one public name with its ordered candidates
+// (only the first when models.failover is false). Provider keys never leave
+// the gateway; they are handed to it through a private lookup.
+func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
+	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}}
+	keys := map[string]string{}
+	addProvider := func(name, baseURL, key string) {
+		p := gateway.Provider{BaseURL: baseURL}
+		if key != "" {
+			env := fmt.Sprintf("SAIVAGE_KEY_%d", len(keys))
+			keys[env], p.APIKeyEnv = key, env
+		}
+		gcfg.Providers[name] = p
+	}
+	for _, pn := range sortedKeys(cfg.Providers) {
+		p := cfg.Providers[pn]
+		if p.BaseURL != "" {
+			addProvider(pn, p.BaseURL, p.APIKey)
+		}
+		for _, an := range sortedKeys(p.Accounts) {
+			a := p.Accounts[an]
+			addProvider(pn+":"+an, cmpOr(a.BaseURL, p.BaseURL), cmpOr(a.APIKey, p.APIKey))
+		}
+	}
+	comp := config.Compaction{}
+	if cfg.Compaction != nil {
+		comp = *cfg.Compaction
+	}
+	if comp.ContextUtilizationFraction == 0 {
+		comp.ContextUtilizationFraction = defaultUtilization
+	}
+	if comp.TriggerFraction == 0 {
+		comp.TriggerFraction = defaultTrigger
+	}
+	if comp.TailFraction == 0 {
+		comp.TailFraction = defaultTail
+	}
+	m := &Models{routes: map[string]RouteBinding{}, compaction: comp}
+	failover := cfg.Models == nil || cfg.Models.Failover == nil || *cfg.Models.Failover
+	if cfg.Models != nil {
+		for _, rn := range sortedKeys(cfg.Models.Routes) {
+			r := cfg.Models.Routes[rn]
+			var prof *config.Profile
+			if p, ok := cfg.Models.Profiles[r.Profile]; ok {
+				prof = &p
+			}
+			cands := orderCandidates(r.Candidates, prof)
+			if len(cands) == 0 {
+				return nil, fmt.Errorf("models.routes.%s: the profile %s leaves no candidate", rn, r.Profile)
+			}
+			if !failover {
+				cands = cands[:1]
+			}
+			rb := RouteBinding{Name: rn, Public: routePrefix + rn, Candidates: cands, MaxTokens: r.MaxTokens, Temperature: r.Temperature}
+			for _, c := range cands {
+				pc, err := config.ParseCandidate(c)
+				if err != nil {
+					return nil, fmt.Errorf("models.routes.%s: %w", rn, err)
+				}
+				gp := pc.Provider
+				if pc.Account != "" {
+					gp += ":" + pc.Account
+				}
+				if _, ok := gcfg.Providers[gp]; !ok {
+					return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
+				}
+				gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: pc.Model})
+				rb.UsableInput = max(rb.UsableInput, usableInput(capsFor(cfg, pc), comp.ContextUtilizationFraction, r.MaxTokens))
+			}
+			m.routes[rn] = rb
+		}
+	}
+	if s := comp.SummarizerCandidate; s != nil {
+		gp := s.Provider
+		if s.Account != "" {
+			gp += ":" + s.Account
+		}
+		gcfg.Models[summarizerRoute] = []gateway.Candidate{{Provider: gp, Model: s.Model}}
+		m.summarizer = summarizerRoute
+	}
+	if len(gcfg.Models) == 0 {
+		return nil, errors.New("models.routes: no route is configured")
+	}
+	m.ledger = newExchangeLedger()
+	gw, err := gateway.New(gateway.Options{
+		Config:         gcfg,
+		LookupEnv:      func(k string) (string, bool) { v, ok := keys[k]; return v, ok },
+		RequestTimeout: absoluteRequestTimeout,
+		Ledger:         m.ledger,
+		Logger:         opts.Logger,
+		Transport:      opts.Upstream,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bind model routes: %w", err)
+	}
+	m.gw = gw
+	m.client = llm.NewClient(llm.ClientOptions{BaseURL: "http://saivage.gateway/v1", HTTPClient: &http.Client{Transport: handlerTransport{h: gw.Handler()}}})
+	return m, nil
+}
+
+// absoluteRequestTimeout bounds one provider request, stream included.
+const absoluteRequestTimeout = 900 * time.Second
+
+// Route returns a bound route.
+func (m *Models) Route(name string) (RouteBinding, bool) {
+	r, ok := m.routes[name]
+	return r, ok
+}
+
+// Routes returns the bound routes by name.
+func (m *Models) Routes() []RouteBinding {
+	out := make([]RouteBinding, 0, len(m.routes))
+	for _, n := range sortedKeys(m.routes) {
+		out = append(out, m.routes[n])
+	}
+	return out
+}
+
+// exchangeLedger captures the gateway's per-request records so that each
+// model call's evidence names the candidates tried. Calls are correlated by
+// the X-Usage-Action attribution label, which carries the exchange id.
+type exchangeLedger struct {
+	mu       sync.Mutex
+	attempts map[string][]gateway.AttemptRecord
+	requests map[string]gateway.RequestRecord // by exchange id
+}
+
+func newExchangeLedger() *exchangeLedger {
+	return &exchangeLedger{attempts: map[string][]gateway.AttemptRecord{}, requests: map[string]gateway.RequestRecord{}}
+}
+
+func (l *exchangeLedger) RecordRequest(_ context.Context, r gateway.RequestRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests[r.Action] = r
+}
+
+func (l *exchangeLedger) RecordAttempt(_ context.Context, a gateway.AttemptRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts[a.RequestID] = append(l.attempts[a.RequestID], a)
+}
+
+// take removes and returns the records of one exchange.
+func (l *exchangeLedger) take(exchange string) (gateway.RequestRecord, []gateway.AttemptRecord, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.requests[exchange]
+	if !ok {
+		return r, nil, false
+	}
+	delete(l.requests, exchange)
+	at := l.attempts[r.ID]
+	delete(l.attempts, r.ID)
+	return r, at, true
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// errorClass classifies a failed model call.
+type errorClass int
+
+const (
+	errOther errorClass = iota
+	errContextTooLarge
+	errContentPolicy
+	errOverload
+	errTransient
+)
+
+// classify looks at the structured error (status, type, code) and the
+// gateway's attempts; it does not interpret free prose beyond the
+// providers' machine codes, which gateways may flatten into messages.
+func classify(err error, attempts []gateway.AttemptRecord) errorClass {
+	var ae *llm.APIError
+	if !errors.As(err, &ae) {
+		if errors.Is(err, llm.ErrStreamTruncated) {
+			return errTransient
+		}
+		return errTransient // network failures
+	}
+	codes := strings.ToLower(ae.Code + " " + ae.Type + " " + ae.Message)
+	switch {
+	case strings.Contains(codes, "context_length_exceeded") || strings.Contains(codes, "context_too_large"):
+		return errContextTooLarge
+	case strings.Contains(codes, "content_policy_violation") || strings.Contains(codes, "content_filter"):
+		return errContentPolicy
+	case ae.Status == 529 || strings.Contains(codes, "overloaded_error"):
+		return errOverload
+	}
+	if ae.Status == http.StatusBadGateway && len(attempts) > 0 {
+		overloaded := true
+		for _, a := range attempts {
+			if a.Status != 529 {
+				overloaded = false
+			}
+		}
+		if overloaded {
+			return errOverload
+		}
+	}
+	if ae.Status == 0 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout || ae.Status >= 500 {
+		return errTransient
+	}
+	return errOther
+}

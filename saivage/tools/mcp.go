@@ -1,0 +1,278 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/saivage/config"
+)
+
+// MCPStartBudget bounds a server's start (process or connection, handshake
+// and tool listing).
+const MCPStartBudget = 180 * time.Second
+
+// MCPStatus is one configured outbound MCP server.
+type MCPStatus struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	Autostart bool   `json:"autostart"`
+	State     string `json:"state"` // not_started, starting, ready, failed, restarting, stopped
+	Tools     int    `json:"tools"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// MCPServers runs the project's configured outbound MCP servers (one
+// mcpbridge.Bridge each, so each starts and stops on its own) and exposes
+// them to the mcp_* tools. Disabled servers are not listed.
+type MCPServers struct {
+	mu      sync.Mutex
+	cfgs    map[string]mcpbridge.ServerConfig
+	auto    map[string]bool
+	bridges map[string]*mcpbridge.Bridge
+	log     *slog.Logger
+	closed  bool
+}
+
+// NewMCPServers prepares the enabled servers of cfg; commands run in dir.
+func NewMCPServers(servers map[string]config.MCPServer, dir string, logger *slog.Logger) *MCPServers {
+	m := &MCPServers{cfgs: map[string]mcpbridge.ServerConfig{}, auto: map[string]bool{}, bridges: map[string]*mcpbridge.Bridge{}, log: logger}
+	for name, s := range servers {
+		if s.Disabled {
+			continue
+		}
+		sc := mcpbridge.ServerConfig{Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+		if s.Command != "" {
+			sc.Dir = dir
+		}
+		m.cfgs[name], m.auto[name] = sc, s.Autostart
+	}
+	return m
+}
+
+// StartAutostart starts the servers marked autostart without waiting.
+func (m *MCPServers) StartAutostart() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name := range m.cfgs {
+		if m.auto[name] {
+			m.startLocked(name)
+		}
+	}
+}
+
+func (m *MCPServers) startLocked(name string) *mcpbridge.Bridge {
+	if b, ok := m.bridges[name]; ok {
+		return b
+	}
+	b := mcpbridge.New(mcpbridge.Options{Servers: []mcpbridge.ServerConfig{m.cfgs[name]}, StartTimeout: MCPStartBudget, Logger: m.log, ClientName: "saivage"})
+	b.Start(context.Background())
+	m.bridges[name] = b
+	return b
+}
+
+// Status lists the configured servers.
+func (m *MCPServers) Status() []MCPStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []MCPStatus
+	for _, name := range sortedNames(m.cfgs) {
+		st := MCPStatus{Name: name, Transport: m.cfgs[name].Transport(), Autostart: m.auto[name], State: "not_started"}
+		if b, ok := m.bridges[name]; ok {
+			s := b.Status()[0]
+			st.State, st.Tools, st.LastError = string(s.State), s.Tools, s.LastError
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *MCPServers) bridge(name string) (*mcpbridge.Bridge, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.cfgs[name]; !ok {
+		return nil, fmt.Errorf("no enabled MCP server %q (configured: %v)", name, sortedNames(m.cfgs))
+	}
+	b, ok := m.bridges[name]
+	if !ok {
+		return nil, fmt.Errorf("MCP server %q is not started; start it with mcp_server_control", name)
+	}
+	return b, nil
+}
+
+// Control starts, stops or restarts a server, or reports its status.
+// Starting waits for the first start attempt.
+func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatus, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return MCPStatus{}, fmt.Errorf("the server is shutting down")
+	}
+	if _, ok := m.cfgs[name]; !ok {
+		m.mu.Unlock()
+		return MCPStatus{}, fmt.Errorf("no enabled MCP server %q (configured: %v)", name, sortedNames(m.cfgs))
+	}
+	var stop *mcpbridge.Bridge
+	switch action {
+	case "status":
+	case "stop", "restart":
+		stop = m.bridges[name]
+		delete(m.bridges, name)
+	case "start":
+	default:
+		m.mu.Unlock()
+		return MCPStatus{}, fmt.Errorf("action must be start, stop, restart or status, not %q", action)
+	}
+	m.mu.Unlock()
+	if stop != nil {
+		_ = stop.Close()
+	}
+	if action == "start" || action == "restart" {
+		m.mu.Lock()
+		b := m.startLocked(name)
+		m.mu.Unlock()
+		wctx, cancel := context.WithTimeout(ctx, MCPStartBudget)
+		err := b.WaitStarted(wctx)
+		cancel()
+		if err != nil {
+			return MCPStatus{}, err
+		}
+	}
+	for _, st := range m.Status() {
+		if st.Name == name {
+			return st, nil
+		}
+	}
+	return MCPStatus{}, fmt.Errorf("no MCP server %q", name)
+}
+
+// Tools returns the tool specs of a started server.
+func (m *MCPServers) Tools(name string) ([]agent.ToolSpec, error) {
+	b, err := m.bridge(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.ToolSpec
+	for _, t := range b.Tools() {
+		s := t.Spec()
+		_, s.Name, _ = mcpbridge.SplitToolName(s.Name)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Call invokes one tool of a started server.
+func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawMessage) (agent.ToolResult, error) {
+	b, err := m.bridge(name)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	want := mcpbridge.ToolName(name, tool)
+	for _, t := range b.Tools() {
+		if t.Spec().Name == want {
+			return t.Call(ctx, args)
+		}
+	}
+	return agent.ToolResult{}, fmt.Errorf("MCP server %q has no ready tool %q (see mcp_tools)", name, tool)
+}
+
+// Close stops every server.
+func (m *MCPServers) Close() {
+	m.mu.Lock()
+	m.closed = true
+	bridges := m.bridges
+	m.bridges = map[string]*mcpbridge.Bridge{}
+	m.mu.Unlock()
+	for _, b := range bridges {
+		_ = b.Close()
+	}
+}
+
+func init() {
+	register("mcp_tools", mcpToolsTool)
+	register("mcp_tool_call", mcpCallTool)
+	register("mcp_server_control", mcpControlTool)
+}
+
+type mcpListArgs struct {
+	Server string `json:"server,omitempty"`
+}
+
+func mcpToolsTool(env *Env) agent.Tool {
+	return tool(spec("mcp_tools", "List the configured MCP servers, or with server the tools of one started server (name, description, argument schema).",
+		`{"type":"object","properties":{"server":{"type":"string"}},"additionalProperties":false}`),
+		func(ctx context.Context, a mcpListArgs) (agent.ToolResult, error) {
+			if env.MCP == nil {
+				return failf("no MCP servers are configured"), nil
+			}
+			if a.Server == "" {
+				return jsonResult(map[string]any{"servers": env.MCP.Status()}), nil
+			}
+			specs, err := env.MCP.Tools(a.Server)
+			if err != nil {
+				return failf("%v", err), nil
+			}
+			return jsonResult(map[string]any{"server": a.Server, "tools": specs}), nil
+		})
+}
+
+type mcpCallArgs struct {
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+func mcpCallTool(env *Env) agent.Tool {
+	return tool(spec("mcp_tool_call", "Call a tool of a started MCP server with a JSON object of arguments.",
+		`{"type":"object","properties":{"server":{"type":"string"},"tool":{"type":"string"},"arguments":{"type":"object"}},"required":["server","tool"],"additionalProperties":false}`),
+		func(ctx context.Context, a mcpCallArgs) (agent.ToolResult, error) {
+			if env.MCP == nil {
+				return failf("no MCP servers are configured"), nil
+			}
+			res, err := env.MCP.Call(ctx, a.Server, a.Tool, a.Arguments)
+			if err != nil {
+				if ctx.Err() != nil {
+					return agent.ToolResult{}, err
+				}
+				return failf("%v", env.redact(err.Error())), nil
+			}
+			res.Content = env.redact(res.Content)
+			return res, nil
+		})
+}
+
+type mcpControlArgs struct {
+	Server string `json:"server"`
+	Action string `json:"action"`
+}
+
+func mcpControlTool(env *Env) agent.Tool {
+	return tool(spec("mcp_server_control", "Start, stop or restart a configured MCP server, or show its status. Restart is a stop followed by a fresh start.",
+		`{"type":"object","properties":{"server":{"type":"string"},"action":{"type":"string","enum":["start","stop","restart","status"]}},"required":["server","action"],"additionalProperties":false}`),
+		func(ctx context.Context, a mcpControlArgs) (agent.ToolResult, error) {
+			if env.MCP == nil {
+				return failf("no MCP servers are configured"), nil
+			}
+			st, err := env.MCP.Control(ctx, a.Server, a.Action)
+			if err != nil {
+				return failf("%v", err), nil
+			}
+			env.logEvent("mcp_control", map[string]any{"server": a.Server, "action": a.Action, "state": st.State, "author": env.Caller.Author()})
+			return jsonResult(st), nil
+		})
+}

@@ -1,0 +1,28 @@
+package calendar
+
+import (
+	"testing"
+	"time"
+)
+
+// FuzzParseICS feeds arbitrary bytes to the iCalendar reader: it must not
+// panic, every event it accepts must end no earlier than it starts, and a
+// file it cannot parse must come with an error.
+func FuzzParseICS(f *testing.F) {
+	f.Add([]byte("BEGIN:VCALENDAR\nBEGIN:VEVENT\nUID:a\nDTSTART:20260101T090000Z\nEND:VEVENT\nEND:VCALENDAR\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &icsReader{src: SourceConfig{Name: "f", Account: "f"}, zone: time.UTC, zones: newZoneResolver(), res: &SourceResult{}}
+		r.parseFile("fuzz.ics", data, "cal", "", true)
+		for _, it := range r.res.Items {
+			if it.End.Before(it.Start) || it.UID == "" {
+				t.Fatalf("accepted a malformed event: %+v", it)
+			}
+			if it.RRule != "" {
+				derive(&it) // must not panic or hang on any rule text
+			}
+		}
+		if len(r.res.FailedPaths) > len(r.res.ItemErrors) {
+			t.Fatalf("a failed file without an error: %v", r.res.FailedPaths)
+		}
+	})
+}

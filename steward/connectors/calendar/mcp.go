@@ -1,0 +1,107 @@
+package calendar
+
+import (
+	"context"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const serverInstructions = `Read-only access to the user's calendars, from Steward's local index of Apple Calendar and iCalendar sources.
+search_events lists occurrences in a time window (default: 30 days back to 90 ahead) or, given only a query, finds stored events by relevance.
+Recurring events appear once per occurrence with occurrenceStart; pass it to read_event for that occurrence.
+Windows are limited to 366 days and 1,000 occurrences. Results reflect the last sync, not a reservation of time.`
+
+// NewMCPServer returns the calendar connector's MCP server with the tools
+// search_events, read_event, list_calendars and check_availability.
+//
+// open is called by each tool call until it succeeds, so a connector started
+// before the first sync serves as soon as the index exists.
+func NewMCPServer(open func(context.Context) (*Service, error), version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "steward-calendar", Title: "Steward calendar", Version: version},
+		&mcp.ServerOptions{Instructions: serverInstructions})
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "search_events",
+		Description: "Search calendar events. query, start/end (RFC 3339), account and calendar are ANDed. " +
+			"With a window (or no query) returns occurrences chronologically, recurring events expanded; a query without dates " +
+			"searches stored events by keyword and meaning. limit defaults to 10 (max 50); use nextOffset for the next page.",
+		Annotations: ro,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SearchParams) (*mcp.CallToolResult, *SearchResult, error) {
+		svc, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := svc.SearchEvents(ctx, in)
+		return nil, out, err
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "read_event",
+		Description: "Read one event in full (notes, URL, recurrence, alarms, UID aliases) by UID, an earlier UID or ref. " +
+			"For a recurring event pass occurrenceStart to read that occurrence.",
+		Annotations: ro,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ReadParams) (*mcp.CallToolResult, *Event, error) {
+		svc, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := svc.ReadEvent(ctx, in)
+		return nil, out, err
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "list_calendars",
+		Description: "List the indexed accounts and calendars with their event counts and the time of the last sync.",
+		Annotations: ro,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *CalendarList, error) {
+		svc, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := svc.ListCalendars(ctx)
+		return nil, out, err
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "check_availability",
+		Description: "Free/busy for a window (RFC 3339 start/end, at most 366 days): merged busy intervals with event titles, " +
+			"free gaps, and all-day events listed apart. Cancelled and free (transparent) events do not block time.",
+		Annotations: ro,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in AvailabilityParams) (*mcp.CallToolResult, *Availability, error) {
+		svc, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := svc.CheckAvailability(ctx, in)
+		return nil, out, err
+	})
+	return s
+}
+
+// OpenService returns an opener for NewMCPServer that opens the index at
+// path read-only on first use and keeps it; until the first sync has
+// created the index every call reports ErrNoIndex. close releases it.
+func OpenService(path string, opts ServiceOptions) (open func(context.Context) (*Service, error), close func() error) {
+	var mu sync.Mutex
+	var svc *Service
+	open = func(ctx context.Context) (*Service, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if svc != nil {
+			return svc, nil
+		}
+		idx, err := OpenIndexReadOnly(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		svc = NewService(ctx, idx, opts)
+		return svc, nil
+	}
+	close = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if svc == nil {
+			return nil
+		}
+		return svc.idx.Close()
+	}
+	return open, close
+}
