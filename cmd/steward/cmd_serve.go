@@ -50,16 +50,9 @@ store is closed.`)
 			if err != nil {
 				return err
 			}
-			hostLn, err := listen("host", "HOST_PORT", sc.hostPort)
+			hostLn, gwLn, err := serveListeners(sc)
 			if err != nil {
 				return err
-			}
-			var gwLn net.Listener
-			if sc.gatewayBaseURL == "" {
-				if gwLn, err = listen("gateway", "GATEWAY_PORT", sc.gatewayPort); err != nil {
-					hostLn.Close()
-					return err
-				}
 			}
 			return serve(ctx, env, sc, hostLn, gwLn)
 		},
@@ -136,6 +129,21 @@ func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 		return nil, fmt.Errorf("invalid settings:\n%w", err)
 	}
 	return sc, nil
+}
+
+// serveListeners opens the host's port and, unless GATEWAY_BASE_URL names
+// another gateway, the gateway's (gwLn is then nil).
+func serveListeners(sc *serveConfig) (hostLn, gwLn net.Listener, err error) {
+	if hostLn, err = listen("host", "HOST_PORT", sc.hostPort); err != nil {
+		return nil, nil, err
+	}
+	if sc.gatewayBaseURL == "" {
+		if gwLn, err = listen("gateway", "GATEWAY_PORT", sc.gatewayPort); err != nil {
+			hostLn.Close()
+			return nil, nil, err
+		}
+	}
+	return hostLn, gwLn, nil
 }
 
 func listen(what, envVar string, port int) (net.Listener, error) {

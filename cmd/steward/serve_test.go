@@ -345,3 +345,44 @@ func TestServeStartsConnectors(t *testing.T) {
 		}
 	}
 }
+
+func TestExternalGatewayIsNotStarted(t *testing.T) {
+	free := func() int {
+		ln := loopback(t)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	for _, tc := range []struct {
+		baseURL     string
+		wantGateway bool
+	}{{"", true}, {"http://10.0.0.5:4000/v1", false}} {
+		vars := map[string]string{"HOST_PORT": strconv.Itoa(free()), "GATEWAY_PORT": strconv.Itoa(free())}
+		if tc.baseURL != "" {
+			vars["GATEWAY_BASE_URL"] = tc.baseURL
+		}
+		env, _, _ := testEnv(t, vars)
+		cfg, _ := env.Config()
+		sc, err := readServeConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostLn, gwLn, err := serveListeners(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostLn.Close()
+		if (gwLn != nil) != tc.wantGateway {
+			t.Errorf("GATEWAY_BASE_URL=%q: gateway listener = %v, want %v", tc.baseURL, gwLn != nil, tc.wantGateway)
+		}
+		if gwLn != nil {
+			gwLn.Close()
+		}
+		// A port in use is reported with the variable to change.
+		busy := loopback(t)
+		sc.hostPort = busy.Addr().(*net.TCPAddr).Port
+		if _, _, err := serveListeners(sc); err == nil || !strings.Contains(err.Error(), "HOST_PORT") {
+			t.Errorf("busy port: err = %v", err)
+		}
+		busy.Close()
+	}
+}
