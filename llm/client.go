@@ -46,9 +46,20 @@ type ClientOptions struct {
 	BaseURL string
 	// APIKey is sent as a bearer token when set.
 	APIKey string
-	// HTTPClient defaults to a client without a timeout: use contexts.
+	// HTTPClient defaults to a client without a timeout (use contexts) whose
+	// pool keeps enough idle connections for many concurrent streams.
 	HTTPClient *http.Client
 }
+
+// defaultHTTPClient is shared by clients without their own: one pool per
+// process, sized so that concurrent chats reuse connections instead of
+// dialling for every request (net/http keeps only 2 idle per host by default).
+var defaultHTTPClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 128
+	return &http.Client{Transport: t}
+}()
 
 // Client calls an OpenAI-compatible endpoint.
 type Client struct {
@@ -61,7 +72,7 @@ type Client struct {
 func NewClient(opts ClientOptions) *Client {
 	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient}
 	if c.client == nil {
-		c.client = &http.Client{}
+		c.client = defaultHTTPClient
 	}
 	return c
 }

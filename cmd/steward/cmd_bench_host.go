@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -60,8 +61,20 @@ user.message and reading assistant.delta … turn.done, with the transcript and 
 chats.db). Reports time to first token (TTFT) and to last token (TTLT) at the client.`)
 	smoke := fs.Bool("smoke", false, "tiny run for CI")
 	asJSON := fs.Bool("json", false, "print the JSON report")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	const nChats, chunks, gap = 20, 40, 2 * time.Millisecond
 	rounds := 10

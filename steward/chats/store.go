@@ -78,8 +78,10 @@ type Entry struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// Store is the chats database.
-type Store struct{ db *sql.DB }
+// Store is the chats database. Writes go through one connection; reads use
+// a separate read-only pool, so a streaming turn's writes never make another
+// chat wait to read (WAL lets readers run beside the writer).
+type Store struct{ db, ro *sql.DB }
 
 // Open opens (creating) the store at path.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -87,11 +89,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open chats: %w", err)
 	}
-	return &Store{db: db}, nil
+	ro, err := sqlitedb.Open(ctx, path, sqlitedb.Options{ReadOnly: true, MaxOpenConns: 4})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open chats for reading: %w", err)
+	}
+	return &Store{db: db, ro: ro}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.ro.Close(), s.db.Close()) }
 
 // NewID returns a random identifier with a readable prefix.
 func NewID(prefix string) string {
@@ -133,7 +140,7 @@ func (s *Store) Create(ctx context.Context, title, origin string) (*Chat, error)
 func (s *Store) Get(ctx context.Context, id string) (*Chat, error) {
 	var c Chat
 	var created, updated int64
-	err := s.db.QueryRowContext(ctx, `SELECT id, title, created_at, updated_at, unread, origin FROM chats WHERE id = ?`, id).
+	err := s.ro.QueryRowContext(ctx, `SELECT id, title, created_at, updated_at, unread, origin FROM chats WHERE id = ?`, id).
 		Scan(&c.ID, &c.Title, &created, &updated, &c.Unread, &c.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -147,7 +154,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Chat, error) {
 
 // List returns every chat, most recently updated first.
 func (s *Store) List(ctx context.Context) ([]Chat, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, title, created_at, updated_at, unread, origin FROM chats ORDER BY updated_at DESC, id`)
+	rows, err := s.ro.QueryContext(ctx, `SELECT id, title, created_at, updated_at, unread, origin FROM chats ORDER BY updated_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
@@ -236,7 +243,7 @@ func (s *Store) Transcript(ctx context.Context, chatID string) ([]Entry, error) 
 	if _, err := s.Get(ctx, chatID); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, kind, at, data FROM entries WHERE chat_id = ? ORDER BY seq`, chatID)
+	rows, err := s.ro.QueryContext(ctx, `SELECT id, kind, at, data FROM entries WHERE chat_id = ? ORDER BY seq`, chatID)
 	if err != nil {
 		return nil, fmt.Errorf("transcript of chat %s: %w", chatID, err)
 	}
@@ -257,7 +264,7 @@ func (s *Store) Transcript(ctx context.Context, chatID string) ([]Entry, error) 
 
 // Session returns the chat's agent conversation.
 func (s *Store) Session(ctx context.Context, chatID string) ([]llm.Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT message FROM session WHERE chat_id = ? ORDER BY seq`, chatID)
+	rows, err := s.ro.QueryContext(ctx, `SELECT message FROM session WHERE chat_id = ? ORDER BY seq`, chatID)
 	if err != nil {
 		return nil, fmt.Errorf("session of chat %s: %w", chatID, err)
 	}
@@ -328,7 +335,7 @@ var ErrNoFile = errors.New("no such file")
 func (s *Store) File(ctx context.Context, token string) (*File, error) {
 	var f File
 	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT token, name, mime, size, path, created_at FROM files WHERE token = ?`, token).
+	err := s.ro.QueryRowContext(ctx, `SELECT token, name, mime, size, path, created_at FROM files WHERE token = ?`, token).
 		Scan(&f.Token, &f.Name, &f.MIME, &f.Size, &f.Path, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoFile
