@@ -184,6 +184,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 		opts.Attribution = llm.Attribution{Service: "host", Action: "chat"}
 	}
 	turnCtx = llm.WithAttribution(turnCtx, opts.Attribution)
+	turnCtx = withChatID(turnCtx, chatID) // for host tools bound to their chat (watchturn.go)
 	t := &turn{id: chats.NewID("turn"), cancel: cancel, journal: newJournal(ctx, m.opts.Store, chatID, m.opts.Logger)}
 	m.mu.Lock()
 	m.turns[chatID] = t
