@@ -61,8 +61,17 @@ func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create directory for sqlite store %s: %w", path, err)
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create directory for sqlite store %s: %w", path, err)
+		}
+		// Create the file ourselves so that it is private: SQLite gives its
+		// -wal and -shm files the database file's permissions.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("create sqlite store %s: %w", path, err)
+		}
+		f.Close()
 	}
 	db, err := sql.Open("sqlite", dsn(path, opts))
 	if err != nil {

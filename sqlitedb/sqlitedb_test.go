@@ -51,6 +51,11 @@ func TestOpenAppliesPragmas(t *testing.T) {
 	if perm := info.Mode().Perm(); perm != 0o700 {
 		t.Errorf("store directory mode = %o, want 700", perm)
 	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(f), info.Mode().Perm(), err)
+		}
+	}
 }
 
 func TestForeignKeysEnforced(t *testing.T) {

@@ -13,12 +13,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/gateway"
-	"github.com/agentstack/agentstack/llm"
-	"github.com/agentstack/agentstack/mcpbridge"
-	"github.com/agentstack/agentstack/steward/audit"
-	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
-	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/usage"
 )
@@ -166,12 +161,10 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	}
 	log := env.Log
 	var servers []*http.Server
-	var closers []func() error
+	st := &stack{}
 	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil && err == nil {
-				err = cerr
-			}
+		if cerr := st.close(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
 	closeListeners := func() {
@@ -187,7 +180,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		closeListeners()
 		return err
 	}
-	closers = append(closers, ledger.Close)
+	st.push(ledger.Close)
 
 	var gw *gateway.Gateway
 	if gwLn != nil {
@@ -200,71 +193,15 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(gw.Models(), ","))
 	}
 	if hostLn != nil {
-		token, err := host.LoadOrCreateToken(filepath.Join(sc.home, host.TokenFileName), sc.authToken)
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		rules, err := policy.LoadRules(filepath.Join(sc.home, "policy.yaml"))
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		pol, err := policy.New(rules)
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		var auditor host.Auditor
-		var auditRoute http.Handler
-		if auditLedger, err := audit.Open(ctx, filepath.Join(sc.home, "audit.db"), audit.Options{Logger: log}); err != nil {
-			// Audit is best-effort: the product runs without it, loudly.
-			log.Error("the audit ledger is unavailable; continuing without an audit trail", "err", err)
-		} else {
-			closers = append(closers, auditLedger.Close)
-			auditor, auditRoute = host.LedgerAuditor(auditLedger), auditLedger.Handler()
-		}
-		chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		closers = append(closers, chatStore.Close)
 		gatewayURL := sc.gatewayBaseURL
 		if gatewayURL == "" {
 			gatewayURL = "http://" + gwLn.Addr().String() + "/v1"
 		}
-		modelKey := sc.gatewayKey
-		if modelKey == "" {
-			modelKey = "sk-local"
-		}
-		connectors, err := connectorServers(cfg, gatewayURL, sc.gatewayKey)
+		h, err := buildHost(ctx, env, hostDeps{cfg: cfg, sc: sc, gw: gw, gatewayURL: gatewayURL, ledger: ledger, log: log}, st)
 		if err != nil {
 			closeListeners()
 			return err
 		}
-		bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp")})
-		bridge.Start(ctx)
-		closers = append(closers, bridge.Close)
-		var rates func() map[string]gateway.Rate
-		if gw != nil {
-			rates = gw.Rates
-		}
-		h := host.New(host.Options{
-			Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
-			Usage: ledger, Rates: rates, AuditHandler: auditRoute,
-			Chats: host.ManagerOptions{
-				Audit:           auditor,
-				Store:           chatStore,
-				Model:           llm.NewClient(llm.ClientOptions{BaseURL: gatewayURL, APIKey: modelKey}),
-				ModelName:       sc.hostTier,
-				SystemPrompt:    host.DefaultSystemPrompt,
-				Policy:          pol,
-				ApprovalTimeout: sc.approvalTimeout,
-				Tools:           bridge.Tools,
-			},
-		})
-		closers = append(closers, func() error { h.Close(); return nil })
 		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
 		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
 	}

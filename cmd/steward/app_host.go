@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/audit"
+	"github.com/agentstack/agentstack/steward/chats"
+	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/push"
+	"github.com/agentstack/agentstack/steward/usage"
+	"github.com/agentstack/agentstack/steward/watch"
+	"github.com/agentstack/agentstack/steward/watch/timewatch"
+	"github.com/agentstack/agentstack/steward/watch/trainwatch"
+)
+
+// stack closes what serve opened, in reverse order.
+type stack struct{ closers []func() error }
+
+func (s *stack) push(f func() error) { s.closers = append(s.closers, f) }
+
+func (s *stack) close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// hostDeps is what the host shares with the rest of serve.
+type hostDeps struct {
+	cfg        *config.Config
+	sc         *serveConfig
+	gw         *gateway.Gateway // nil when GATEWAY_BASE_URL names another gateway
+	gatewayURL string
+	ledger     *usage.Store
+	log        *slog.Logger
+}
+
+// buildHost assembles the host: policy, audit, chats, the connectors through
+// the MCP bridge, Web Push and the watch engine. Everything it opens is
+// closed by st.
+func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.Host, error) {
+	sc, log := d.sc, d.log
+	token, err := host.LoadOrCreateToken(filepath.Join(sc.home, host.TokenFileName), sc.authToken)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := policy.LoadRules(filepath.Join(sc.home, "policy.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.New(rules)
+	if err != nil {
+		return nil, err
+	}
+	var auditLedger *audit.Ledger
+	var auditor host.Auditor
+	var auditRoute http.Handler
+	if auditLedger, err = audit.Open(ctx, filepath.Join(sc.home, "audit.db"), audit.Options{Logger: log}); err != nil {
+		// Audit is best-effort: the product runs without it, loudly.
+		log.Error("the audit ledger is unavailable; continuing without an audit trail", "err", err)
+		auditLedger = nil
+	} else {
+		st.push(auditLedger.Close)
+		auditor, auditRoute = host.LedgerAuditor(auditLedger), auditLedger.Handler()
+	}
+	chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
+	if err != nil {
+		return nil, err
+	}
+	st.push(chatStore.Close)
+
+	connectors, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
+	if err != nil {
+		return nil, err
+	}
+	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp")})
+	bridge.Start(ctx)
+	st.push(bridge.Close)
+
+	pushSvc, err := push.Open(push.Options{Home: sc.home, Contact: d.cfg.String("STEWARD_PUSH_CONTACT", ""), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+
+	// The host's tools are the connectors' plus the watch tools; the engine
+	// needs the same list for background turns, and the host is its
+	// deliverer, so the watch tools are filled in once the engine exists.
+	var engineTools []agent.Tool
+	toolSource := func() []agent.Tool { return append(bridge.Tools(), engineTools...) }
+	modelKey := sc.gatewayKey
+	if modelKey == "" {
+		modelKey = "sk-local"
+	}
+	var rates func() map[string]gateway.Rate
+	if d.gw != nil {
+		rates = d.gw.Rates
+	}
+	h := host.New(host.Options{
+		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
+		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
+		Chats: host.ManagerOptions{
+			Audit:           auditor,
+			Store:           chatStore,
+			Model:           llm.NewClient(llm.ClientOptions{BaseURL: d.gatewayURL, APIKey: modelKey}),
+			ModelName:       sc.hostTier,
+			SystemPrompt:    host.DefaultSystemPrompt,
+			Policy:          pol,
+			ApprovalTimeout: sc.approvalTimeout,
+			Tools:           toolSource,
+		},
+	})
+	st.push(func() error { h.Close(); return nil })
+	pushSvc.Mount(h.Handle)
+
+	capabilities, err := watch.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	trainSvc, err := newTrainService(env)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := watch.Open(ctx, watch.Options{
+		Path:         d.cfg.Path("WATCH_DB", filepath.Join(sc.home, "watches.db")),
+		Adapters:     []watch.Adapter{trainwatch.New(trainwatch.Options{Trains: trainSvc}), timewatch.New(timewatch.Options{})},
+		Deliverer:    h.Manager(),
+		Notifier:     pushSvc,
+		Capabilities: capabilities,
+		Tools:        toolSource,
+		ReadOnly:     func(tool string) bool { return pol.Decide(tool) == policy.Allow },
+		PollInterval: time.Duration(d.cfg.Clamp("WATCH_POLL_MS", 45000, 15000, 3600000)) * time.Millisecond,
+		Logger:       log.With("component", "watch"),
+		Usage:        d.ledger,
+		OnLifecycle: func(ctx context.Context, e watch.Lifecycle) {
+			auditLedger.Record(ctx, audit.Event{Actor: "watch", Type: e.Type, Risk: audit.RiskLow, ChatID: e.ChatID,
+				Correlation: e.WatchID, Summary: e.Summary, Payload: e.Payload})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Err(); err != nil {
+		engine.Close()
+		return nil, err
+	}
+	engineTools = engine.Tools(host.ChatIDFrom)
+	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		engine.Run(runCtx)
+	}()
+	st.push(func() error {
+		stopEngine()
+		wg.Wait()
+		return engine.Close()
+	})
+	return h, nil
+}
