@@ -105,6 +105,11 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if modelKey == "" {
 		modelKey = "sk-local"
 	}
+	modelOpts := llm.ClientOptions{BaseURL: d.gatewayURL, APIKey: modelKey}
+	if d.gw != nil {
+		// The gateway runs in this process: call it without a network hop.
+		modelOpts.HTTPClient = &http.Client{Transport: gateway.InProcess(d.gw.Handler())}
+	}
 	var rates func() map[string]gateway.Rate
 	if d.gw != nil {
 		rates = d.gw.Rates
@@ -115,7 +120,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		Chats: host.ManagerOptions{
 			Audit:           auditor,
 			Store:           chatStore,
-			Model:           llm.NewClient(llm.ClientOptions{BaseURL: d.gatewayURL, APIKey: modelKey}),
+			Model:           llm.NewClient(modelOpts),
 			ModelName:       sc.hostTier,
 			SystemPrompt:    host.DefaultSystemPrompt,
 			Policy:          pol,

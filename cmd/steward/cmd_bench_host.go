@@ -119,7 +119,9 @@ chats.db). Reports time to first token (TTFT) and to last token (TTLT) at the cl
 	pol, _ := policy.New(policy.Rules{})
 	const token = "bench-token-0123456789abcdef"
 	h := host.New(host.Options{Token: token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
-		Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1"}), ModelName: "tier-5", Policy: pol,
+		Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",
+			HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}}), // as steward serve does
+		ModelName: "tier-5", Policy: pol,
 	}})
 	defer h.Close()
 	hostURL, stopHost, err := serveOnLoopback(h.Handler())

@@ -220,7 +220,7 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 		return nil, fmt.Errorf("bind model routes: %w", err)
 	}
 	m.gw = gw
-	m.client = llm.NewClient(llm.ClientOptions{BaseURL: "http://saivage.gateway/v1", HTTPClient: &http.Client{Transport: handlerTransport{h: gw.Handler()}}})
+	m.client = llm.NewClient(llm.ClientOptions{BaseURL: "http://saivage.gateway/v1", HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}})
 	return m, nil
 }
 

@@ -1,4 +1,4 @@
-package runtime
+package gateway
 
 import (
 	"io"
@@ -7,10 +7,13 @@ import (
 	"sync"
 )
 
-// handlerTransport is an http.RoundTripper that serves requests with an
-// in-process handler (the shared gateway), streaming the response body as
-// the handler writes it. Closing the body waits for the handler to return,
-// so everything the handler records happens before the caller continues.
+// InProcess returns an http.RoundTripper that serves requests with h — the
+// gateway's Handler in the same process — without a network hop, streaming
+// the response body as the handler writes it. Closing the body waits for the
+// handler to return, so everything the handler records happens before the
+// caller continues.
+func InProcess(h http.Handler) http.RoundTripper { return handlerTransport{h: h} }
+
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
