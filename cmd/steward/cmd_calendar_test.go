@@ -15,6 +15,7 @@ import (
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/connectors/calendar"
 	"github.com/agentstack/agentstack/steward/connectors/contacts"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 // pimEnv is a cliEnv over a private STEWARD_HOME.
@@ -41,23 +42,6 @@ func pimWrite(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func pimConnect(t *testing.T, server *mcp.Server) *mcp.ClientSession {
-	t.Helper()
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
 }
 
 func TestCalendarSyncCommandAndMCP(t *testing.T) {
@@ -89,7 +73,7 @@ func TestCalendarSyncCommandAndMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := pimConnect(t, server)
+	cs := mcptooltest.Connect(t, server)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_events", Arguments: map[string]any{
 		"query": "certification", "start": "2026-03-30T00:00:00+02:00", "end": "2026-04-14T00:00:00+02:00"}})
 	if err != nil || res.IsError {
@@ -135,7 +119,7 @@ func TestContactsIndexCommandAndMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := pimConnect(t, server)
+	cs := mcptooltest.Connect(t, server)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "resolve_recipient", Arguments: map[string]any{"description": "Anna from Polimi"}})
 	if err != nil || res.IsError {
 		t.Fatalf("resolve_recipient: %v %+v", err, res)
@@ -155,7 +139,7 @@ func TestMCPConnectorsBeforeFirstIndex(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		cs := pimConnect(t, server)
+		cs := mcptooltest.Connect(t, server)
 		tool := map[string]string{"calendar": "list_calendars", "contacts": "search_contacts"}[name]
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
 		if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "not built yet") {

@@ -5,15 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // ReadOptions tune a source read.
@@ -34,21 +33,7 @@ func (o ReadOptions) zone() *time.Location {
 // sourceError turns an open/read failure of a whole source into an
 // actionable error: permission problems name Full Disk Access, a lock says
 // to retry, a missing path says to check the config.
-func sourceError(what, path string, err error) error {
-	var errno syscall.Errno
-	msg := err.Error()
-	switch {
-	case errors.Is(err, fs.ErrPermission) || errors.As(err, &errno) && (errno == syscall.EPERM || errno == syscall.EACCES) ||
-		strings.Contains(msg, "authorization denied") || strings.Contains(msg, "SQLITE_AUTH"):
-		return fmt.Errorf("%s %s: %w: grant Full Disk Access to the program running Steward (System Settings → Privacy & Security → Full Disk Access), or fix the file permissions; no events were read from this source (%v)",
-			what, path, ErrPermission, err)
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s %s: %w: check the path in the configuration (%v)", what, path, ErrMissing, err)
-	case strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY"):
-		return fmt.Errorf("%s %s: %w by another process (the Calendar or Contacts app may be writing); try again shortly (%v)", what, path, ErrLocked, err)
-	}
-	return fmt.Errorf("%s %s: %w", what, path, err)
-}
+var sourceError = localsource.Access{Items: "events", App: "the Calendar or Contacts app"}.Error
 
 // checkReadable opens and closes path so that permission and existence
 // problems are reported as such, before SQLite turns them into a generic

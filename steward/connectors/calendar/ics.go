@@ -10,13 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-ical"
 
 	"github.com/agentstack/agentstack/steward/connectors/calendar/rrule"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // MaxICSFileBytes bounds one .ics/.vcs file; a larger one is reported as an
@@ -67,52 +67,23 @@ type vdirCalendar struct {
 }
 
 // vdirCalendars lists the calendars of a vdir root: the root itself when it
-// holds .ics files, and each direct sub-folder that does. Hidden entries and
-// symbolic links are skipped so a walk never leaves the configured folder.
+// holds .ics files, and each direct sub-folder that does, titled by its
+// "displayname" file when present.
 func vdirCalendars(root string) ([]vdirCalendar, error) {
-	var out []vdirCalendar
-	add := func(dir, id string) error {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		c := vdirCalendar{id: id, title: id}
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasPrefix(name, ".") || !e.Type().IsRegular() {
-				continue
-			}
-			switch strings.ToLower(filepath.Ext(name)) {
-			case ".ics", ".vcs", ".ical", ".ifb":
-				c.files = append(c.files, filepath.Join(dir, name))
-			}
-		}
-		// The title file must be a plain file: never read a FIFO or follow a link.
-		name := filepath.Join(dir, "displayname")
-		if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() {
-			if b, err := readBounded(name, 4096); err == nil {
-				if t := strings.TrimSpace(string(b)); t != "" {
-					c.title = t
-				}
-			}
-		}
-		if len(c.files) > 0 {
-			sort.Strings(c.files)
-			out = append(out, c)
-		}
-		return nil
-	}
-	if err := add(root, filepath.Base(root)); err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(root)
+	folders, err := localsource.Vdir(root, ".ics", ".vcs", ".ical", ".ifb")
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			if err := add(filepath.Join(root, e.Name()), e.Name()); err != nil {
-				return nil, err
+	out := make([]vdirCalendar, len(folders))
+	for i, f := range folders {
+		out[i] = vdirCalendar{id: f.Name, title: f.Name, files: f.Files}
+		// The title file must be a plain file: never read a FIFO or follow a link.
+		name := filepath.Join(f.Path, "displayname")
+		if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() {
+			if b, err := localsource.ReadBounded(name, 4096); err == nil {
+				if t := strings.TrimSpace(string(b)); t != "" {
+					out[i].title = t
+				}
 			}
 		}
 	}
@@ -129,7 +100,7 @@ type icsReader struct {
 // readFile parses one file. In a vdir the file name is the item's external
 // id (the CalDAV href); in a single-file source items have none.
 func (r *icsReader) readFile(path, calID, calTitle string, vdir bool) {
-	data, err := readBounded(path, MaxICSFileBytes)
+	data, err := localsource.ReadBounded(path, MaxICSFileBytes)
 	if err != nil {
 		r.fail(path, fmt.Errorf("read: %w", err))
 		return

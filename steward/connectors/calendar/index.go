@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"io/fs"
 	"time"
 
-	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/search/indexfile"
+	"github.com/agentstack/agentstack/search/trigram"
+	"github.com/agentstack/agentstack/search/vecindex"
 )
 
 // migrations is the index schema, one step per user_version.
@@ -84,6 +84,8 @@ CREATE VIRTUAL TABLE events_fts USING fts5(title, location, notes, calendar, acc
 // Index is the calendar index (STEWARD_HOME/calendar-index.sqlitedb).
 type Index struct {
 	db       *sql.DB
+	text     *trigram.Index
+	vectors  *vecindex.Store
 	readOnly bool
 	// beforeCommit runs inside the sync transaction just before commit;
 	// tests use it to prove that a failure publishes nothing.
@@ -93,34 +95,34 @@ type Index struct {
 // ErrNoIndex reports a read of an index that has not been built yet.
 var ErrNoIndex = errors.New("calendar index not built yet: run `steward calendar sync`")
 
+// files describes the index file to indexfile.
+var files = indexfile.Options{Name: "calendar index", Migrations: migrations, NotBuilt: ErrNoIndex}
+
 // OpenIndex opens (creating if needed) the index at path for syncing.
 func OpenIndex(ctx context.Context, path string) (*Index, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{Migrations: migrations})
+	db, err := indexfile.Open(ctx, path, files)
 	if err != nil {
-		return nil, fmt.Errorf("open calendar index: %w", err)
+		return nil, err
 	}
-	return &Index{db: db}, nil
+	return &Index{db: db, text: newText(db), vectors: newVectors(db)}, nil
 }
 
 // OpenIndexReadOnly opens an existing index for searching; it never writes.
 func OpenIndexReadOnly(ctx context.Context, path string) (*Index, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{ReadOnly: true})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w (%s does not exist)", ErrNoIndex, path)
-	}
+	db, err := indexfile.OpenReadOnly(ctx, path, files)
 	if err != nil {
-		return nil, fmt.Errorf("open calendar index: %w", err)
+		return nil, err
 	}
-	v, err := sqlitedb.Version(ctx, db)
-	if err != nil || v < len(migrations) {
-		db.Close()
-		return nil, fmt.Errorf("%w (%s has schema version %d)", ErrNoIndex, path, v)
-	}
-	if v > len(migrations) {
-		db.Close()
-		return nil, fmt.Errorf("open calendar index: %w", sqlitedb.ErrNewerSchema)
-	}
-	return &Index{db: db, readOnly: true}, nil
+	return &Index{db: db, text: newText(db), vectors: newVectors(db), readOnly: true}, nil
+}
+
+// newText returns the keyword side of the index open in db. A query of
+// punctuation alone constrains nothing.
+func newText(db *sql.DB) *trigram.Index {
+	return trigram.New(db, trigram.Options{
+		Table: "events_fts", Columns: []string{"title", "location", "notes", "calendar", "account"},
+		Weights: []float64{10, 4, 1, 2, 1}, ScanLimit: 100_000, TermlessMatchesAll: true,
+	})
 }
 
 // Close closes the index.
@@ -139,18 +141,11 @@ type SyncState struct {
 
 // State returns the last published sync marker, or nil before the first sync.
 func (x *Index) State(ctx context.Context) (*SyncState, error) {
-	var s SyncState
-	var at int64
-	err := x.db.QueryRowContext(ctx, `SELECT generation, completed_at, complete, report FROM sync_state WHERE id = 1`).
-		Scan(&s.Generation, &at, &s.Complete, &s.Report)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+	m, err := indexfile.LastBuild(ctx, x.db)
+	if m == nil || err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read sync state: %w", err)
-	}
-	s.CompletedAt = time.Unix(at, 0).UTC()
-	return &s, nil
+	return &SyncState{Generation: m.Generation, CompletedAt: m.CompletedAt, Complete: m.Complete, Report: m.Report}, nil
 }
 
 func (x *Index) meta(ctx context.Context, q interface {

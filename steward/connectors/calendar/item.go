@@ -9,9 +9,10 @@
 package calendar
 
 import (
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // Item is one calendar item read from a source: a single event, the master
@@ -93,11 +94,11 @@ type SourceResult struct {
 // with a message that tells the user what to do.
 var (
 	// ErrPermission means the OS refused access (on macOS: Full Disk Access).
-	ErrPermission = errors.New("permission denied")
+	ErrPermission = localsource.ErrPermission
 	// ErrLocked means another process holds the database lock.
-	ErrLocked = errors.New("database is locked")
+	ErrLocked = localsource.ErrLocked
 	// ErrMissing means the configured path does not exist.
-	ErrMissing = errors.New("not found")
+	ErrMissing = localsource.ErrMissing
 )
 
 // appleEpoch is the reference date of Core Data timestamps.

@@ -2,9 +2,10 @@ package calendar
 
 import (
 	"context"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mcptool"
 )
 
 const serverInstructions = `Read-only access to the user's calendars, from Steward's local index of Apple Calendar and iCalendar sources.
@@ -27,52 +28,26 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 			"With a window (or no query) returns occurrences chronologically, recurring events expanded; a query without dates " +
 			"searches stored events by keyword and meaning. limit defaults to 10 (max 50); use nextOffset for the next page.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SearchParams) (*mcp.CallToolResult, *SearchResult, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.SearchEvents(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).SearchEvents))
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "read_event",
 		Description: "Read one event in full (notes, URL, recurrence, alarms, UID aliases) by UID, an earlier UID or ref. " +
 			"For a recurring event pass occurrenceStart to read that occurrence.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ReadParams) (*mcp.CallToolResult, *Event, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.ReadEvent(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).ReadEvent))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "list_calendars",
 		Description: "List the indexed accounts and calendars with their event counts and the time of the last sync.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *CalendarList, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.ListCalendars(ctx)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, func(svc *Service, ctx context.Context, _ struct{}) (*CalendarList, error) {
+		return svc.ListCalendars(ctx)
+	}))
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "check_availability",
 		Description: "Free/busy for a window (RFC 3339 start/end, at most 366 days): merged busy intervals with event titles, " +
 			"free gaps, and all-day events listed apart. Cancelled and free (transparent) events do not block time.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in AvailabilityParams) (*mcp.CallToolResult, *Availability, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.CheckAvailability(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).CheckAvailability))
 	return s
 }
 
@@ -80,28 +55,12 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 // path read-only on first use and keeps it; until the first sync has
 // created the index every call reports ErrNoIndex. close releases it.
 func OpenService(path string, opts ServiceOptions) (open func(context.Context) (*Service, error), close func() error) {
-	var mu sync.Mutex
-	var svc *Service
-	open = func(ctx context.Context) (*Service, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if svc != nil {
-			return svc, nil
-		}
+	l := mcptool.NewLazy(func(ctx context.Context) (*Service, error) {
 		idx, err := OpenIndexReadOnly(ctx, path)
 		if err != nil {
 			return nil, err
 		}
-		svc = NewService(ctx, idx, opts)
-		return svc, nil
-	}
-	close = func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if svc == nil {
-			return nil
-		}
-		return svc.idx.Close()
-	}
-	return open, close
+		return NewService(ctx, idx, opts), nil
+	}, func(svc *Service) error { return svc.idx.Close() })
+	return l.Get, l.Close
 }

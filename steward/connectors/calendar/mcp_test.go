@@ -2,53 +2,21 @@ package calendar
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
-
-func connectMCP(t *testing.T, server *mcp.Server) *mcp.ClientSession {
-	t.Helper()
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-func callJSON[T any](t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (T, *mcp.CallToolResult) {
-	t.Helper()
-	var out T
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	if !res.IsError {
-		text := res.Content[0].(*mcp.TextContent).Text
-		if err := json.Unmarshal([]byte(text), &out); err != nil {
-			t.Fatalf("%s: decode %s: %v", name, text, err)
-		}
-	}
-	return out, res
-}
 
 func TestMCPServerTools(t *testing.T) {
 	env := fixtureEnv(t, nil)
 	svc := env.service(nil)
-	cs := connectMCP(t, NewMCPServer(func(context.Context) (*Service, error) { return svc, nil }, "test"))
+	cs := mcptooltest.Connect(t, NewMCPServer(func(context.Context) (*Service, error) { return svc, nil }, "test"))
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -65,20 +33,20 @@ func TestMCPServerTools(t *testing.T) {
 		t.Fatalf("tools %v", names)
 	}
 
-	res, _ := callJSON[SearchResult](t, cs, "search_events", map[string]any{
+	res, _ := mcptooltest.Call[SearchResult](t, cs, "search_events", map[string]any{
 		"start": "2026-03-30T00:00:00+02:00", "end": "2026-04-02T00:00:00+02:00", "account": "iCloud"})
 	if got := titles(&res); !slices.Equal(got, []string{"Standup (moved)", "Standup"}) || res.Events[1].OccurrenceStart != "2026-04-01T09:30:00+02:00" {
 		t.Errorf("search_events over MCP: %v %+v", got, res.Events)
 	}
-	ev, _ := callJSON[Event](t, cs, "read_event", map[string]any{"uid": "standup@x", "occurrenceStart": res.Events[1].OccurrenceStart})
+	ev, _ := mcptooltest.Call[Event](t, cs, "read_event", map[string]any{"uid": "standup@x", "occurrenceStart": res.Events[1].OccurrenceStart})
 	if ev.Title != "Standup" || ev.Start != "2026-04-01T09:30:00+02:00" || ev.Location != "Room 4" {
 		t.Errorf("read_event over MCP: %+v", ev)
 	}
-	list, _ := callJSON[CalendarList](t, cs, "list_calendars", map[string]any{})
+	list, _ := mcptooltest.Call[CalendarList](t, cs, "list_calendars", map[string]any{})
 	if len(list.Calendars) != 3 {
 		t.Errorf("list_calendars: %+v", list)
 	}
-	av, _ := callJSON[Availability](t, cs, "check_availability", map[string]any{"start": "2026-03-23T08:00:00+01:00", "end": "2026-03-23T18:00:00+01:00"})
+	av, _ := mcptooltest.Call[Availability](t, cs, "check_availability", map[string]any{"start": "2026-03-23T08:00:00+01:00", "end": "2026-03-23T18:00:00+01:00"})
 	if len(av.Busy) != 1 || len(av.Free) != 2 {
 		t.Errorf("check_availability: %+v", av)
 	}
@@ -93,7 +61,7 @@ func TestMCPServerTools(t *testing.T) {
 		{"search_events", map[string]any{"start": "2026-01-01T00:00:00Z", "end": "2027-06-01T00:00:00Z"}, "366"},
 		{"check_availability", map[string]any{"start": "tomorrow", "end": "2026-01-01T00:00:00Z"}, "RFC 3339"},
 	} {
-		_, r := callJSON[map[string]any](t, cs, c.tool, c.args)
+		_, r := mcptooltest.Call[map[string]any](t, cs, c.tool, c.args)
 		if !r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, c.want) {
 			t.Errorf("%s %v: error result %+v, want it to mention %q", c.tool, c.args, r.Content, c.want)
 		}
@@ -105,8 +73,8 @@ func TestMCPServerBeforeFirstSync(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "calendar-index.sqlitedb")
 	open, closeIdx := OpenService(path, ServiceOptions{})
 	defer closeIdx()
-	cs := connectMCP(t, NewMCPServer(open, "test"))
-	_, res := callJSON[SearchResult](t, cs, "search_events", map[string]any{})
+	cs := mcptooltest.Connect(t, NewMCPServer(open, "test"))
+	_, res := mcptooltest.Call[SearchResult](t, cs, "search_events", map[string]any{})
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "steward calendar sync") {
 		t.Fatalf("before the first sync: %+v", res.Content)
 	}
@@ -115,12 +83,12 @@ func TestMCPServerBeforeFirstSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	ics := filepath.Join(t.TempDir(), "cal.ics")
-	writeFile(t, ics, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000")))
+	localsourcetest.WriteFile(t, ics, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000")))
 	if _, err := idx.Sync(context.Background(), &Config{Timezone: "Europe/Rome", Sources: []SourceConfig{{Name: "f", Kind: KindICS, Path: ics, Account: "f"}}}, SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	idx.Close()
-	out, res := callJSON[SearchResult](t, cs, "search_events", map[string]any{"query": "alpha"})
+	out, res := mcptooltest.Call[SearchResult](t, cs, "search_events", map[string]any{"query": "alpha"})
 	if res.IsError || len(out.Events) != 1 {
 		t.Errorf("after the first sync: %+v %+v", res.Content, out)
 	}

@@ -2,16 +2,14 @@ package calendar
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/agentstack/agentstack/search"
+	"github.com/agentstack/agentstack/search/vecindex"
 	"github.com/agentstack/agentstack/steward/connectors/calendar/rrule"
 )
 
@@ -247,89 +245,21 @@ func (s *Service) SearchEvents(ctx context.Context, p SearchParams) (*SearchResu
 // an embedder is available. An embedding failure degrades to lexical with a
 // warning, never to an error.
 func (s *Service) rank(ctx context.Context, query string) ([]int64, map[int64]float64, string, []string, error) {
-	lex, err := s.idx.lexicalCandidates(ctx, query, LexicalCandidates)
+	lex, err := s.idx.text.Candidates(ctx, query, true, LexicalCandidates)
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	lists := [][]string{idStrings(lex)}
-	ranking := "lexical"
 	var warnings []string
-	if s.emb != nil {
-		vecs, err := s.emb.Embed(ctx, []string{query})
-		switch {
-		case err != nil || len(vecs) != 1:
-			warnings = append(warnings, fmt.Sprintf("semantic search unavailable, results are keyword matches only (%v)", err))
-		default:
-			ids, err := s.idx.vectorCandidates(ctx, vecs[0], VectorCandidates)
-			if err != nil {
-				warnings = append(warnings, "semantic search unavailable: "+err.Error())
-			} else if ids != nil {
-				lists = append(lists, idStrings(ids))
-				ranking = "hybrid"
-			}
-		}
-	}
-	fused := search.RRF(search.DefaultRRFK, lists...)
-	order := make([]int64, 0, len(fused))
-	scores := make(map[int64]float64, len(fused))
-	for _, f := range fused {
-		id, _ := strconv.ParseInt(f.ID, 10, 64)
-		order = append(order, id)
-		scores[id] = f.Score
-	}
-	return order, scores, ranking, warnings, nil
-}
-
-func idStrings(ids []int64) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = strconv.FormatInt(id, 10)
-	}
-	return out
-}
-
-// lexicalCandidates returns ids of events containing every query term,
-// best BM25 first. Terms of three or more characters use the trigram FTS5
-// index; shorter ones are checked on the candidate text.
-func (x *Index) lexicalCandidates(ctx context.Context, query string, limit int) ([]int64, error) {
-	var short []string
-	for _, t := range search.Terms(query) {
-		if len([]rune(t)) < 3 {
-			short = append(short, t)
-		}
-	}
-	var rows *sql.Rows
-	var err error
-	if expr := search.FTSQuery(query, false, 3); expr != "" {
-		rows, err = x.db.QueryContext(ctx, `SELECT rowid, title, location, notes, calendar, account FROM events_fts
-			WHERE events_fts MATCH ? ORDER BY bm25(events_fts, 10.0, 4.0, 1.0, 2.0, 1.0) LIMIT ?`, expr, limit)
-	} else {
-		rows, err = x.db.QueryContext(ctx, `SELECT rowid, title, location, notes, calendar, account FROM events_fts LIMIT 100000`)
-	}
+	near, err := s.idx.vectors.SearchText(ctx, s.emb, query, VectorCandidates)
 	if err != nil {
-		return nil, fmt.Errorf("keyword search: %w", err)
+		warnings = append(warnings, err.Error())
 	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		var title, loc, notes, cal, acc string
-		if err := rows.Scan(&id, &title, &loc, &notes, &cal, &acc); err != nil {
-			return nil, err
-		}
-		if len(short) > 0 {
-			words := search.Terms(strings.Join([]string{title, loc, notes, cal, acc}, " "))
-			if !slices.ContainsFunc(short, func(t string) bool { return !slices.Contains(words, t) }) {
-				out = append(out, id)
-			}
-		} else {
-			out = append(out, id)
-		}
-		if len(out) >= limit {
-			break
-		}
+	ranking := "lexical"
+	if near != nil {
+		ranking = "hybrid"
 	}
-	return out, rows.Err()
+	order, scores := vecindex.Fuse(lex, near)
+	return order, scores, ranking, warnings, nil
 }
 
 // entityPage pages through ranked stored rows (query without dates).

@@ -6,46 +6,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/agentstack/agentstack/search"
+	"github.com/agentstack/agentstack/search/vecindex/vecindextest"
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
 )
 
-// conceptEmbedder is a deterministic stand-in for local-embed: each
-// dimension counts the words of one topic, so "certification" lands near
-// "ISO audit" without sharing a word with it.
-type conceptEmbedder struct {
-	calls atomic.Int64
-	fail  atomic.Bool
-}
-
+// concepts are the topics of the stand-in for local-embed, so that
+// "certification" lands near "ISO audit" without sharing a word with it.
 var concepts = [][]string{
 	{"certification", "certified", "iso", "audit", "accreditation", "27001"},
 	{"lunch", "dinner", "trattoria", "restaurant", "food"},
 	{"piano", "yoga", "music", "lesson"},
-}
-
-func (c *conceptEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	c.calls.Add(1)
-	if c.fail.Load() {
-		return nil, errors.New("gateway offline (simulated)")
-	}
-	out := make([][]float32, len(texts))
-	for i, t := range texts {
-		v := make([]float32, len(concepts)+1)
-		v[len(concepts)] = 0.05
-		for _, w := range search.Terms(t) {
-			for d, words := range concepts {
-				if slices.Contains(words, w) {
-					v[d]++
-				}
-			}
-		}
-		out[i] = v
-	}
-	return out, nil
 }
 
 // fixtureEnv builds an index from a generated Apple store and a vdir.
@@ -85,9 +58,9 @@ func fixtureEnv(t *testing.T, emb Embedder) *testEnv {
 		"weird.ics":  vevent("weird@x", "Weird rule", "20260601T090000", "20260601T100000", "RRULE:FREQ=DAILY;BYHOUR=9,17"),
 	}
 	for name, ev := range files {
-		writeFile(t, filepath.Join(work, name), vcalendar(ev))
+		localsourcetest.WriteFile(t, filepath.Join(work, name), vcalendar(ev))
 	}
-	writeFile(t, filepath.Join(vdir, "home", "yoga.ics"), vcalendar(vevent("yoga@x", "Yoga", "20260324T180000", "20260324T190000", "RRULE:FREQ=WEEKLY")))
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "home", "yoga.ics"), vcalendar(vevent("yoga@x", "Yoga", "20260324T180000", "20260324T190000", "RRULE:FREQ=WEEKLY")))
 	rep := env.sync(SyncOptions{Embedder: emb})
 	if !rep.Complete || rep.Added != 18 {
 		t.Fatalf("fixture sync: %+v", rep)
@@ -202,7 +175,7 @@ func TestSearchLimits(t *testing.T) {
 	env := newTestEnv(t, SourceConfig{Name: "file", Kind: KindICS})
 	file := filepath.Join(env.root, "cal.ics")
 	env.cfg.Sources[0].Path = file
-	writeFile(t, file, vcalendar(
+	localsourcetest.WriteFile(t, file, vcalendar(
 		vevent("d1", "Pills", "20260101T080000", "20260101T080500", "RRULE:FREQ=DAILY"),
 		vevent("d2", "Walk", "20260101T120000", "20260101T130000", "RRULE:FREQ=DAILY"),
 		vevent("d3", "Read", "20260101T210000", "20260101T220000", "RRULE:FREQ=DAILY")))
@@ -238,7 +211,7 @@ func TestSearchLimits(t *testing.T) {
 }
 
 func TestSearchTextEntityAndHybrid(t *testing.T) {
-	emb := &conceptEmbedder{}
+	emb := &vecindextest.Topics{Topics: concepts}
 	env := fixtureEnv(t, emb)
 	ctx := context.Background()
 
@@ -276,16 +249,16 @@ func TestSearchTextEntityAndHybrid(t *testing.T) {
 	}
 
 	// A pure time range never embeds.
-	before := emb.calls.Load()
+	before := emb.Calls.Load()
 	hybrid.SearchEvents(ctx, SearchParams{})
 	hybrid.SearchEvents(ctx, SearchParams{Start: "2026-04-01T00:00:00Z", End: "2026-04-08T00:00:00Z"})
 	hybrid.CheckAvailability(ctx, AvailabilityParams{Start: "2026-04-01T00:00:00Z", End: "2026-04-02T00:00:00Z"})
-	if n := emb.calls.Load() - before; n != 0 {
+	if n := emb.Calls.Load() - before; n != 0 {
 		t.Errorf("time-range reads made %d embedding calls", n)
 	}
 
 	// The gateway going away degrades to keyword results with a warning.
-	emb.fail.Store(true)
+	emb.Fail.Store(true)
 	res, err = hybrid.SearchEvents(ctx, SearchParams{Query: "certification"})
 	if err != nil || res.Ranking != "lexical" || len(res.Warnings) == 0 || !slices.Equal(titles(res), []string{"Certification kickoff"}) {
 		t.Errorf("embedding failure: %v %s %v %v", err, res.Ranking, res.Warnings, titles(res))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
 )
 
 func mustLoad(t testing.TB, name string) *time.Location {
@@ -26,7 +27,7 @@ func mustLoad(t testing.TB, name string) *time.Location {
 }
 
 func TestReadAppleRealFixture(t *testing.T) {
-	path := copyFile(t, fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), t.TempDir())
+	path := localsourcetest.CopyFile(t, localsourcetest.Fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), t.TempDir())
 	res, err := ReadApple(context.Background(), SourceConfig{Name: "mac", Kind: KindApple, Path: path, Account: "mac"}, ReadOptions{Zone: time.UTC})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestSourceErrorPermissionIsActionable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		return // root reads any file; the real chmod case needs an ordinary user
 	}
-	path := copyFile(t, fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), t.TempDir())
+	path := localsourcetest.CopyFile(t, localsourcetest.Fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), t.TempDir())
 	os.Chmod(path, 0)
 	_, err := ReadApple(context.Background(), SourceConfig{Name: "mac", Path: path}, ReadOptions{})
 	if !errors.Is(err, ErrPermission) {
@@ -207,7 +208,7 @@ func TestSourceErrorPermissionIsActionable(t *testing.T) {
 }
 
 func TestReadICSRealFixtures(t *testing.T) {
-	base := fixture(t, "calendar-contacts/biweekly")
+	base := localsourcetest.Fixture(t, "calendar-contacts/biweekly")
 	ny := mustLoad(t, "America/New_York")
 	read := func(rel string) *SourceResult {
 		t.Helper()
@@ -281,27 +282,17 @@ END:VEVENT
 END:VCALENDAR
 `
 
-func writeFile(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestReadICSVdirAndBadInput(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "work", "displayname"), "Work calendar\n")
-	writeFile(t, filepath.Join(root, "work", "a.ics"), fmt.Sprintf(goodICS, "a@x", "Weekly sync"))
-	writeFile(t, filepath.Join(root, "work", "broken.ics"), "BEGIN:VCALENDAR\nBEGIN:VEVENT\nUID:b@x\nSUMMARY:cut off\n")
-	writeFile(t, filepath.Join(root, "work", "mars.ics"), strings.ReplaceAll(fmt.Sprintf(goodICS, "m@x", "Mars"), "Europe/Rome", "Mars/Olympus"))
-	writeFile(t, filepath.Join(root, "home", "c.ics"), fmt.Sprintf(goodICS, "c@x", "Piano lesson"))
-	writeFile(t, filepath.Join(root, "home", "notes.txt"), "not a calendar")
-	writeFile(t, filepath.Join(root, ".git", "x.ics"), fmt.Sprintf(goodICS, "git@x", "hidden"))
+	localsourcetest.WriteFile(t, filepath.Join(root, "work", "displayname"), "Work calendar\n")
+	localsourcetest.WriteFile(t, filepath.Join(root, "work", "a.ics"), fmt.Sprintf(goodICS, "a@x", "Weekly sync"))
+	localsourcetest.WriteFile(t, filepath.Join(root, "work", "broken.ics"), "BEGIN:VCALENDAR\nBEGIN:VEVENT\nUID:b@x\nSUMMARY:cut off\n")
+	localsourcetest.WriteFile(t, filepath.Join(root, "work", "mars.ics"), strings.ReplaceAll(fmt.Sprintf(goodICS, "m@x", "Mars"), "Europe/Rome", "Mars/Olympus"))
+	localsourcetest.WriteFile(t, filepath.Join(root, "home", "c.ics"), fmt.Sprintf(goodICS, "c@x", "Piano lesson"))
+	localsourcetest.WriteFile(t, filepath.Join(root, "home", "notes.txt"), "not a calendar")
+	localsourcetest.WriteFile(t, filepath.Join(root, ".git", "x.ics"), fmt.Sprintf(goodICS, "git@x", "hidden"))
 	big := filepath.Join(root, "home", "huge.ics")
-	writeFile(t, big, "")
+	localsourcetest.WriteFile(t, big, "")
 	if err := os.Truncate(big, MaxICSFileBytes+1); err != nil {
 		t.Fatal(err)
 	}

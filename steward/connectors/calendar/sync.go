@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/search"
+	"github.com/agentstack/agentstack/search/indexfile"
+	"github.com/agentstack/agentstack/search/vecindex"
 	"github.com/agentstack/agentstack/steward/connectors/calendar/rrule"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // SyncOptions configure one sync.
@@ -87,24 +90,19 @@ func (x *Index) Sync(ctx context.Context, cfg *Config, opts SyncOptions) (*SyncR
 	if ropts.Zone == nil {
 		ropts.Zone = cfg.Location()
 	}
-	results := map[string]*SourceResult{}
-	report := &SyncReport{SourceErrors: map[string]string{}}
+	results, failed, err := localsource.ReadAll(ctx, log, "calendar", "events", cfg.Sources, (*SourceConfig).fields,
+		func(ctx context.Context, src SourceConfig) (*SourceResult, error) { return readSource(ctx, src, ropts) })
+	if err != nil {
+		return nil, err
+	}
+	report := &SyncReport{SourceErrors: failed}
 	for _, src := range cfg.Sources {
-		log.Info("reading calendar source", "source", src.Name, "kind", src.Kind, "path", src.Path)
-		res, err := readSource(ctx, src, ropts)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		if res, ok := results[src.Name]; ok {
+			for _, e := range res.ItemErrors {
+				report.ItemErrors = append(report.ItemErrors, src.Name+": "+e.Error())
 			}
-			report.SourceErrors[src.Name] = err.Error()
-			log.Warn("calendar source failed; its indexed events are kept", "source", src.Name, "err", err)
-			continue
+			report.Items += len(res.Items)
 		}
-		results[src.Name] = res
-		for _, e := range res.ItemErrors {
-			report.ItemErrors = append(report.ItemErrors, src.Name+": "+e.Error())
-		}
-		report.Items += len(res.Items)
 	}
 	report.Complete = len(report.SourceErrors) == 0 && len(report.ItemErrors) == 0
 	if err := x.publish(ctx, cfg, results, ropts.Zone, report, now()); err != nil {
@@ -113,11 +111,10 @@ func (x *Index) Sync(ctx context.Context, cfg *Config, opts SyncOptions) (*SyncR
 	log.Info("calendar index published", "generation", report.Generation, "added", report.Added, "updated", report.Updated,
 		"deleted", report.Deleted, "kept", report.Kept)
 	if opts.Embedder != nil {
-		n, err := x.embedPending(ctx, opts.Embedder, log)
+		n, err := x.vectors.EmbedPending(ctx, opts.Embedder, log)
 		report.Embedded = n
 		if err != nil {
 			report.EmbedError = err.Error()
-			log.Warn("calendar embeddings incomplete; search stays lexical for the rest", "err", err)
 		}
 	}
 	return report, nil
@@ -137,21 +134,18 @@ type existingRow struct {
 	claimed                bool
 }
 
-func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*SourceResult, zone *time.Location, report *SyncReport, now time.Time) (err error) {
-	tx, err := x.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin calendar sync: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	var gen int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(generation), 0) + 1 FROM sync_state`).Scan(&gen); err != nil {
-		return fmt.Errorf("read sync generation: %w", err)
-	}
-	report.Generation = gen
+// publish writes the results of one sync, with its marker, in one
+// transaction.
+func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*SourceResult, zone *time.Location, report *SyncReport, now time.Time) error {
+	return indexfile.Publish(ctx, x.db, indexfile.Build{Name: "calendar sync", At: now, BeforeCommit: x.beforeCommit,
+		Write: func(tx *sql.Tx, gen int64) (bool, any, error) {
+			report.Generation = gen
+			err := x.write(ctx, tx, gen, cfg, results, zone, report, now)
+			return report.Complete, report, err
+		}})
+}
+
+func (x *Index) write(ctx context.Context, tx *sql.Tx, gen int64, cfg *Config, results map[string]*SourceResult, zone *time.Location, report *SyncReport, now time.Time) error {
 	rows, err := loadRows(ctx, tx)
 	if err != nil {
 		return err
@@ -160,7 +154,7 @@ func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*So
 	if err != nil {
 		return err
 	}
-	w := &writer{tx: tx, gen: gen, now: now, report: report}
+	w := &writer{tx: tx, vectors: x.vectors, gen: gen, now: now, report: report}
 	configured := map[string]bool{}
 	for _, src := range cfg.Sources {
 		configured[src.Name] = true
@@ -206,20 +200,6 @@ func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*So
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, zone.String()); err != nil {
 		return fmt.Errorf("record display zone: %w", err)
 	}
-	rep, _ := json.Marshal(report)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sync_state (id, generation, completed_at, complete, report) VALUES (1, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET generation = excluded.generation, completed_at = excluded.completed_at,
-		complete = excluded.complete, report = excluded.report`, gen, now.Unix(), report.Complete, string(rep)); err != nil {
-		return fmt.Errorf("record completed sync: %w", err)
-	}
-	if x.beforeCommit != nil {
-		if err := x.beforeCommit(); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit calendar sync: %w", err)
-	}
 	return nil
 }
 
@@ -261,10 +241,11 @@ func loadAliases(ctx context.Context, tx *sql.Tx) (map[string][]string, error) {
 }
 
 type writer struct {
-	tx     *sql.Tx
-	gen    int64
-	now    time.Time
-	report *SyncReport
+	tx      *sql.Tx
+	vectors *vecindex.Store
+	gen     int64
+	now     time.Time
+	report  *SyncReport
 }
 
 // syncSource assigns identities to the items of one source and writes them.
@@ -548,7 +529,7 @@ func (w *writer) delete(ctx context.Context, r *existingRow) error {
 			return fmt.Errorf("delete event %s: %w", r.uid, err)
 		}
 	}
-	if err := deleteVector(ctx, w.tx, r.id); err != nil {
+	if err := w.vectors.Delete(ctx, w.tx, r.id); err != nil {
 		return err
 	}
 	w.report.Deleted++

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentstack/agentstack/search/vecindex/vecindextest"
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
 )
 
 // vevent renders a minimal VEVENT; extra lines are appended verbatim.
@@ -99,7 +102,7 @@ func TestSyncIdentityUIDChangeBecomesAlias(t *testing.T) {
 	dir := filepath.Join(env.root, "vdir", "home")
 	env.cfg.Sources[0].Path = filepath.Join(env.root, "vdir")
 	file := filepath.Join(dir, "lunch.ics")
-	writeFile(t, file, vcalendar(vevent("u1", "Lunch with Marco", "20260504T120000", "20260504T130000", "LOCATION:Trattoria")))
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("u1", "Lunch with Marco", "20260504T120000", "20260504T130000", "LOCATION:Trattoria")))
 	rep := env.sync(SyncOptions{})
 	if rep.Added != 1 || !rep.Complete || rep.Generation != 1 {
 		t.Fatalf("first sync %+v", rep)
@@ -108,7 +111,7 @@ func TestSyncIdentityUIDChangeBecomesAlias(t *testing.T) {
 
 	// The server rewrote the UID; the file (external id), calendar and
 	// start are unchanged, so the identity carries over and u1 becomes an alias.
-	writeFile(t, file, vcalendar(vevent("u1-new", "Lunch with Marco (moved table)", "20260504T120000", "20260504T130000")))
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("u1-new", "Lunch with Marco (moved table)", "20260504T120000", "20260504T130000")))
 	rep = env.sync(SyncOptions{})
 	if rep.Rematched != 1 || rep.Added != 0 || rep.Deleted != 0 || rep.Updated != 1 {
 		t.Fatalf("second sync %+v", rep)
@@ -127,7 +130,7 @@ func TestSyncIdentityUIDChangeBecomesAlias(t *testing.T) {
 		}
 	}
 	// The old UID coming back is recognised through the alias.
-	writeFile(t, file, vcalendar(vevent("u1", "Lunch with Marco", "20260504T150000", "20260504T160000")))
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("u1", "Lunch with Marco", "20260504T150000", "20260504T160000")))
 	rep = env.sync(SyncOptions{})
 	if got := env.refs()["u1"]; len(got) != 1 || got[0] != ref || rep.Rematched != 0 {
 		t.Errorf("alias not recognised: %v %+v", got, rep)
@@ -138,7 +141,7 @@ func TestSyncHeuristicWithoutExternalID(t *testing.T) {
 	env := newTestEnv(t, SourceConfig{Name: "file", Kind: KindICS})
 	file := filepath.Join(env.root, "cal.ics")
 	env.cfg.Sources[0].Path = file
-	writeFile(t, file, vcalendar(
+	localsourcetest.WriteFile(t, file, vcalendar(
 		vevent("a", "Dentist", "20260410T090000", "20260410T100000", "LOCATION:Via Roma 1"),
 		vevent("b", "Gym", "20260411T090000", "20260411T100000")))
 	env.sync(SyncOptions{})
@@ -146,7 +149,7 @@ func TestSyncHeuristicWithoutExternalID(t *testing.T) {
 
 	// New UIDs; "Dentist" is otherwise identical and keeps its identity;
 	// "Gym" also changed title, so nothing identifies it any more.
-	writeFile(t, file, vcalendar(
+	localsourcetest.WriteFile(t, file, vcalendar(
 		vevent("a2", "Dentist", "20260410T090000", "20260410T100000", "LOCATION:Via Roma 1"),
 		vevent("b2", "Gym class", "20260411T090000", "20260411T100000")))
 	rep := env.sync(SyncOptions{})
@@ -166,7 +169,7 @@ func TestSyncTwoEqualEventsNeverMerge(t *testing.T) {
 	standup := func(uid string) string { return vevent(uid, "Standup", "20260402T093000", "20260402T094500") }
 
 	// Two equal events in one sync are two rows.
-	writeFile(t, file, vcalendar(standup("x"), standup("y")))
+	localsourcetest.WriteFile(t, file, vcalendar(standup("x"), standup("y")))
 	if rep := env.sync(SyncOptions{}); rep.Added != 2 || env.count() != 2 {
 		t.Fatalf("two equal events: %+v, %d rows", rep, env.count())
 	}
@@ -174,7 +177,7 @@ func TestSyncTwoEqualEventsNeverMerge(t *testing.T) {
 
 	// Both change UID at once: each heuristic lookup sees two equal
 	// candidates, so both get new identities instead of an arbitrary pick.
-	writeFile(t, file, vcalendar(standup("x2"), standup("y2")))
+	localsourcetest.WriteFile(t, file, vcalendar(standup("x2"), standup("y2")))
 	rep := env.sync(SyncOptions{})
 	now := env.refs()
 	if rep.Rematched != 0 || rep.Added != 2 || rep.Deleted != 2 || env.count() != 2 {
@@ -188,10 +191,10 @@ func TestSyncTwoEqualEventsNeverMerge(t *testing.T) {
 
 	// One indexed event and two equal new items: the first takes the
 	// identity, the second cannot reuse a row already claimed in this sync.
-	writeFile(t, file, vcalendar(standup("only")))
+	localsourcetest.WriteFile(t, file, vcalendar(standup("only")))
 	env.sync(SyncOptions{})
 	only := env.refs()["only"][0]
-	writeFile(t, file, vcalendar(standup("p"), standup("q")))
+	localsourcetest.WriteFile(t, file, vcalendar(standup("p"), standup("q")))
 	rep = env.sync(SyncOptions{})
 	now = env.refs()
 	if rep.Rematched != 1 || rep.Added != 1 || env.count() != 2 || now["p"][0] != only || now["q"][0] == only {
@@ -203,9 +206,9 @@ func TestSyncPublishesAtomically(t *testing.T) {
 	env := newTestEnv(t, SourceConfig{Name: "file", Kind: KindICS})
 	file := filepath.Join(env.root, "cal.ics")
 	env.cfg.Sources[0].Path = file
-	writeFile(t, file, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000"), vevent("b", "Beta", "20260402T090000", "20260402T100000")))
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000"), vevent("b", "Beta", "20260402T090000", "20260402T100000")))
 	env.sync(SyncOptions{})
-	writeFile(t, file, vcalendar(vevent("a", "Alpha renamed", "20260401T090000", "20260401T100000"), vevent("c", "Gamma", "20260403T090000", "20260403T100000")))
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("a", "Alpha renamed", "20260401T090000", "20260401T100000"), vevent("c", "Gamma", "20260403T090000", "20260403T100000")))
 
 	env.idx.beforeCommit = func() error { return errors.New("disk full (simulated)") }
 	if _, err := env.idx.Sync(context.Background(), env.cfg, SyncOptions{}); err == nil || !strings.Contains(err.Error(), "disk full") {
@@ -239,8 +242,8 @@ func TestSyncKeepsRowsWhenSourceOrFileFails(t *testing.T) {
 	env := newTestEnv(t, SourceConfig{Name: "mac", Kind: KindApple, Path: a.Path}, SourceConfig{Name: "dav", Kind: KindICS})
 	vdir := filepath.Join(env.root, "vdir")
 	env.cfg.Sources[1].Path = vdir
-	writeFile(t, filepath.Join(vdir, "work", "a.ics"), vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000")))
-	writeFile(t, filepath.Join(vdir, "work", "b.ics"), vcalendar(vevent("b", "Beta", "20260402T090000", "20260402T100000")))
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "work", "a.ics"), vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000")))
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "work", "b.ics"), vcalendar(vevent("b", "Beta", "20260402T090000", "20260402T100000")))
 	if rep := env.sync(SyncOptions{}); rep.Added != 3 || !rep.Complete {
 		t.Fatalf("first sync %+v", rep)
 	}
@@ -249,7 +252,7 @@ func TestSyncKeepsRowsWhenSourceOrFileFails(t *testing.T) {
 	// corrupted: their events stay, the sync says it is incomplete.
 	a.db.Close()
 	os.Rename(a.Path, a.Path+".moved")
-	writeFile(t, filepath.Join(vdir, "work", "b.ics"), "BEGIN:VCALENDAR\nBEGIN:VEVENT\n")
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "work", "b.ics"), "BEGIN:VCALENDAR\nBEGIN:VEVENT\n")
 	rep := env.sync(SyncOptions{})
 	if rep.Complete || !strings.Contains(rep.SourceErrors["mac"], "not found") || len(rep.ItemErrors) != 1 {
 		t.Errorf("report %+v", rep)
@@ -273,7 +276,7 @@ func TestSyncRemovedSourceDeletesItsRows(t *testing.T) {
 	for i, name := range []string{"one", "two"} {
 		p := filepath.Join(env.root, name+".ics")
 		env.cfg.Sources[i].Path = p
-		writeFile(t, p, vcalendar(vevent(name, "Event "+name, "20260401T090000", "20260401T100000")))
+		localsourcetest.WriteFile(t, p, vcalendar(vevent(name, "Event "+name, "20260401T090000", "20260401T100000")))
 	}
 	env.sync(SyncOptions{})
 	env.cfg.Sources = env.cfg.Sources[:1]
@@ -310,7 +313,7 @@ func TestConfigParsing(t *testing.T) {
 		t.Errorf("missing config on Linux: %v", err)
 	}
 	store := filepath.Join(dir, "Library", "Group Containers", "group.com.apple.calendar", "Calendar.sqlitedb")
-	writeFile(t, store, "")
+	localsourcetest.WriteFile(t, store, "")
 	c, err = LoadConfig(filepath.Join(dir, "calendar.yaml"), dir, "darwin")
 	if err != nil || c.Sources[0].Kind != KindApple || c.Sources[0].Path != store {
 		t.Errorf("macOS discovery: %+v, %v", c, err)
@@ -349,40 +352,18 @@ func TestResolveTZID(t *testing.T) {
 
 }
 
-// scriptedEmbedder fails every request containing "POISON", or all of
-// them when down, and returns vectors of dim dimensions.
-type scriptedEmbedder struct {
-	dim  int
-	down bool
-}
-
-func (s *scriptedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	if s.down {
-		return nil, errors.New("connection refused (simulated)")
-	}
-	out := make([][]float32, len(texts))
-	for i, t := range texts {
-		if strings.Contains(t, "POISON") {
-			return nil, errors.New("input rejected (simulated)")
-		}
-		out[i] = make([]float32, s.dim)
-		out[i][i%s.dim] = 1
-	}
-	return out, nil
-}
-
 func TestSyncEmbeddingsRecoverAndReset(t *testing.T) {
 	env := newTestEnv(t, SourceConfig{Name: "file", Kind: KindICS})
 	file := filepath.Join(env.root, "cal.ics")
 	env.cfg.Sources[0].Path = file
-	writeFile(t, file, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000"),
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("a", "Alpha", "20260401T090000", "20260401T100000"),
 		vevent("p", "POISON pill", "20260402T090000", "20260402T100000"), vevent("c", "Gamma", "20260403T090000", "20260403T100000")))
-	rep := env.sync(SyncOptions{Embedder: &scriptedEmbedder{dim: 4}})
+	rep := env.sync(SyncOptions{Embedder: &vecindextest.Scripted{Dim: 4, Reject: "POISON"}})
 	if rep.Embedded != 2 || !strings.Contains(rep.EmbedError, "1 of 3 events not embedded") || rep.Added != 3 {
 		t.Errorf("poisoned batch: %+v", rep)
 	}
 	// A model with another dimension resets the vectors instead of mixing them.
-	rep = env.sync(SyncOptions{Embedder: &scriptedEmbedder{dim: 6}})
+	rep = env.sync(SyncOptions{Embedder: &vecindextest.Scripted{Dim: 6, Reject: "POISON"}})
 	dim, _ := env.idx.meta(context.Background(), env.idx.db, "vec_dim")
 	var vectors int
 	env.idx.db.QueryRow(`SELECT count(*) FROM events_vec`).Scan(&vectors)
@@ -390,8 +371,8 @@ func TestSyncEmbeddingsRecoverAndReset(t *testing.T) {
 		t.Errorf("dimension change: dim %s, embedded %d, vectors %d", dim, rep.Embedded, vectors)
 	}
 	// The endpoint going down leaves the published metadata intact.
-	writeFile(t, file, vcalendar(vevent("a", "Alpha renamed", "20260401T090000", "20260401T100000")))
-	rep = env.sync(SyncOptions{Embedder: &scriptedEmbedder{dim: 6, down: true}})
+	localsourcetest.WriteFile(t, file, vcalendar(vevent("a", "Alpha renamed", "20260401T090000", "20260401T100000")))
+	rep = env.sync(SyncOptions{Embedder: &vecindextest.Scripted{Dim: 6, Down: true}})
 	if rep.Embedded != 0 || !strings.Contains(rep.EmbedError, "unavailable") || rep.Updated != 1 || rep.Deleted != 2 || env.count() != 1 {
 		t.Errorf("endpoint down: %+v", rep)
 	}

@@ -3,7 +3,6 @@ package calendar
 import (
 	"context"
 	"database/sql"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,56 +10,8 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
 )
-
-// fixture returns the path of a file under ../shared/fixtures (relative to
-// the project root), skipping the test when the fixtures are absent.
-func fixture(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("project root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "fixtures", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s absent: %v", rel, err)
-	}
-	return p
-}
-
-// copyFile copies src into dir and returns the copy's path. Tests read the
-// read-only fixtures through copies because SQLite creates -shm/-wal files
-// beside a WAL database even for read-only connections.
-func copyFile(t testing.TB, src, dir string) string {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	dst := filepath.Join(dir, filepath.Base(src))
-	out, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
 
 // appleDB builds a Calendar.sqlitedb from the real schema dump and lets the
 // test fill it.
@@ -72,7 +23,7 @@ type appleDB struct {
 
 func newAppleDB(t testing.TB) *appleDB {
 	t.Helper()
-	schema, err := os.ReadFile(fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb.schema.sql"))
+	schema, err := os.ReadFile(localsourcetest.Fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb.schema.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}

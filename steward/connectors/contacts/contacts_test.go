@@ -8,16 +8,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentstack/agentstack/search"
+	"github.com/agentstack/agentstack/search/vecindex/vecindextest"
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
 )
 
 func TestParseRealVCardExports(t *testing.T) {
-	dir := fixture(t, "calendar-contacts/ez-vcard")
+	dir := localsourcetest.Fixture(t, "calendar-contacts/ez-vcard")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.vcf"))
 	if len(files) < 15 {
 		t.Fatalf("only %d fixture files", len(files))
@@ -168,37 +169,11 @@ func lockStore(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-// topicEmbedder stands in for local-embed: each dimension counts the words
-// of one topic, so "bookkeeping" lands near "accountant".
-type topicEmbedder struct {
-	calls atomic.Int64
-	fail  atomic.Bool
-}
-
+// topics are the topics of the stand-in for local-embed, so that
+// "bookkeeping" lands near "accountant".
 var topics = [][]string{
 	{"accountant", "bookkeeping", "taxes", "tax", "accounting", "commercialista"},
 	{"researcher", "university", "professor", "research", "politecnico"},
-}
-
-func (e *topicEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	e.calls.Add(1)
-	if e.fail.Load() {
-		return nil, errors.New("gateway offline (simulated)")
-	}
-	out := make([][]float32, len(texts))
-	for i, t := range texts {
-		v := make([]float32, len(topics)+1)
-		v[len(topics)] = 0.05
-		for _, w := range search.Terms(t) {
-			for d, ws := range topics {
-				if slices.Contains(ws, w) {
-					v[d]++
-				}
-			}
-		}
-		out[i] = v
-	}
-	return out, nil
 }
 
 type env struct {
@@ -230,9 +205,9 @@ func fixtureIndex(t *testing.T, emb Embedder) *env {
 	t.Helper()
 	root := addressBookFolder(t)
 	vdir := filepath.Join(t.TempDir(), "contacts")
-	writeFile(t, filepath.Join(vdir, "elena.vcf"), "BEGIN:VCARD\nVERSION:3.0\nFN:Elena Fontana\nN:Fontana;Elena;;;\nORG:Polimi Alumni\n"+
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "elena.vcf"), "BEGIN:VCARD\nVERSION:3.0\nFN:Elena Fontana\nN:Fontana;Elena;;;\nORG:Polimi Alumni\n"+
 		"EMAIL;TYPE=INTERNET,pref:elena@fontana.eu\nNOTE:handles my taxes\nEND:VCARD\n")
-	writeFile(t, filepath.Join(vdir, "anna.vcf"), "BEGIN:VCARD\nVERSION:3.0\nUID:vcard-anna\nFN:Anna Verdi\nEMAIL;TYPE=pref:anna.verdi@polimi.it\n"+
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "anna.vcf"), "BEGIN:VCARD\nVERSION:3.0\nUID:vcard-anna\nFN:Anna Verdi\nEMAIL;TYPE=pref:anna.verdi@polimi.it\n"+
 		"TEL;TYPE=work:+39 02 2399 0000\nEND:VCARD\n")
 	e := newEnv(t, SourceConfig{Name: "mac", Kind: KindApple, Path: root}, SourceConfig{Name: "dav", Kind: KindVCard, Path: vdir})
 	rep := e.build(IndexOptions{Embedder: emb})
@@ -290,15 +265,15 @@ func TestIndexMergesByPrimaryEmailUnderSidecarUID(t *testing.T) {
 
 func TestIndexKeepsRecordsOfFailedSourcesAndPublishesAtomically(t *testing.T) {
 	vdir := filepath.Join(t.TempDir(), "contacts")
-	writeFile(t, filepath.Join(vdir, "a.vcf"), "BEGIN:VCARD\nFN:Alpha One\nEMAIL:alpha@x.org\nEND:VCARD\n")
-	writeFile(t, filepath.Join(vdir, "b.vcf"), "BEGIN:VCARD\nFN:Beta Two\nEMAIL:beta@x.org\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "a.vcf"), "BEGIN:VCARD\nFN:Alpha One\nEMAIL:alpha@x.org\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "b.vcf"), "BEGIN:VCARD\nFN:Beta Two\nEMAIL:beta@x.org\nEND:VCARD\n")
 	root := addressBookFolder(t)
 	e := newEnv(t, SourceConfig{Name: "dav", Kind: KindVCard, Path: vdir}, SourceConfig{Name: "mac", Kind: KindApple, Path: root})
 	if rep := e.build(IndexOptions{}); rep.People != 9 {
 		t.Fatalf("first run %+v", rep)
 	}
 	// b.vcf becomes unreadable garbage and the AddressBook folder vanishes.
-	writeFile(t, filepath.Join(vdir, "b.vcf"), "BEGIN:VCARD\nFN:Beta")
+	localsourcetest.WriteFile(t, filepath.Join(vdir, "b.vcf"), "BEGIN:VCARD\nFN:Beta")
 	os.Rename(root, root+".gone")
 	rep := e.build(IndexOptions{})
 	if rep.Complete || rep.People != 9 || rep.Deleted != 0 || !strings.Contains(rep.SourceErrors["mac"], "not found") || len(rep.RecordErrors) != 1 {
@@ -322,7 +297,7 @@ func TestIndexKeepsRecordsOfFailedSourcesAndPublishesAtomically(t *testing.T) {
 }
 
 func TestSearchContacts(t *testing.T) {
-	emb := &topicEmbedder{}
+	emb := &vecindextest.Topics{Topics: topics}
 	e := fixtureIndex(t, emb)
 	ctx := context.Background()
 	lex := NewService(e.idx, nil)
@@ -358,7 +333,7 @@ func TestSearchContacts(t *testing.T) {
 	if res.Ranking != "hybrid" || len(res.Contacts) == 0 || res.Contacts[0].Name != "Marco Rossi" {
 		t.Errorf("semantic search: %s %+v", res.Ranking, res.Contacts)
 	}
-	emb.fail.Store(true)
+	emb.Fail.Store(true)
 	res, _ = hyb.SearchContacts(ctx, SearchParams{Query: "bookkeeping"})
 	if res.Ranking != "lexical" || len(res.Warnings) == 0 || res.Total != 0 {
 		t.Errorf("gateway down: %+v", res)
@@ -435,13 +410,13 @@ func TestAbbreviates(t *testing.T) {
 
 func TestReadVCardFolderWithBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "good.vcf"), "BEGIN:VCARD\nFN:Good Person\nEMAIL:good@x.org\nEND:VCARD\n")
-	writeFile(t, filepath.Join(dir, "sub", "nested.vcf"), "BEGIN:VCARD\nFN:Nested Person\nEND:VCARD\n")
-	writeFile(t, filepath.Join(dir, "broken.vcf"), "\x00\x01 not a card")
-	writeFile(t, filepath.Join(dir, ".hidden.vcf"), "BEGIN:VCARD\nFN:Hidden\nEND:VCARD\n")
-	writeFile(t, filepath.Join(dir, "notes.txt"), "BEGIN:VCARD\nFN:Text\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(dir, "good.vcf"), "BEGIN:VCARD\nFN:Good Person\nEMAIL:good@x.org\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(dir, "sub", "nested.vcf"), "BEGIN:VCARD\nFN:Nested Person\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(dir, "broken.vcf"), "\x00\x01 not a card")
+	localsourcetest.WriteFile(t, filepath.Join(dir, ".hidden.vcf"), "BEGIN:VCARD\nFN:Hidden\nEND:VCARD\n")
+	localsourcetest.WriteFile(t, filepath.Join(dir, "notes.txt"), "BEGIN:VCARD\nFN:Text\nEND:VCARD\n")
 	big := filepath.Join(dir, "huge.vcf")
-	writeFile(t, big, "")
+	localsourcetest.WriteFile(t, big, "")
 	if err := os.Truncate(big, MaxVCardFileBytes+1); err != nil {
 		t.Fatal(err)
 	}

@@ -3,46 +3,12 @@ package contacts
 import (
 	"context"
 	"database/sql"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
 )
-
-func fixture(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("project root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "fixtures", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s absent: %v", rel, err)
-	}
-	return p
-}
-
-func writeFile(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // abcdSchema is the Core Data layout of AddressBook-v22.abcddb, reduced to
 // the tables and columns the reader uses (plus a few it must ignore).

@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/search"
-	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/search/indexfile"
+	"github.com/agentstack/agentstack/search/trigram"
+	"github.com/agentstack/agentstack/search/vecindex"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // migrations is the index schema.
@@ -67,6 +69,8 @@ CREATE VIRTUAL TABLE people_fts USING fts5(name, nickname, organization, title, 
 // Index is the contacts index (STEWARD_HOME/contacts-index.sqlitedb).
 type Index struct {
 	db       *sql.DB
+	text     *trigram.Index
+	vectors  *vecindex.Store
 	readOnly bool
 	// beforeCommit runs just before the index transaction commits (tests).
 	beforeCommit func() error
@@ -75,33 +79,34 @@ type Index struct {
 // ErrNoIndex reports a read before the first `steward contacts index`.
 var ErrNoIndex = errors.New("contacts index not built yet: run `steward contacts index`")
 
+// files describes the index file to indexfile.
+var files = indexfile.Options{Name: "contacts index", Migrations: migrations, NotBuilt: ErrNoIndex}
+
 // OpenIndex opens (creating if needed) the index at path for indexing.
 func OpenIndex(ctx context.Context, path string) (*Index, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{Migrations: migrations})
+	db, err := indexfile.Open(ctx, path, files)
 	if err != nil {
-		return nil, fmt.Errorf("open contacts index: %w", err)
+		return nil, err
 	}
-	return &Index{db: db}, nil
+	return &Index{db: db, text: newText(db), vectors: newVectors(db)}, nil
 }
 
 // OpenIndexReadOnly opens an existing index for searching.
 func OpenIndexReadOnly(ctx context.Context, path string) (*Index, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{ReadOnly: true})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w (%s does not exist)", ErrNoIndex, path)
-	}
+	db, err := indexfile.OpenReadOnly(ctx, path, files)
 	if err != nil {
-		return nil, fmt.Errorf("open contacts index: %w", err)
+		return nil, err
 	}
-	v, err := sqlitedb.Version(ctx, db)
-	if err != nil || v != len(migrations) {
-		db.Close()
-		if v > len(migrations) {
-			return nil, fmt.Errorf("open contacts index: %w", sqlitedb.ErrNewerSchema)
-		}
-		return nil, fmt.Errorf("%w (%s has schema version %d)", ErrNoIndex, path, v)
-	}
-	return &Index{db: db, readOnly: true}, nil
+	return &Index{db: db, text: newText(db), vectors: newVectors(db), readOnly: true}, nil
+}
+
+// newText returns the keyword side of the index open in db. Phone numbers
+// are stored as typed; the other columns folded.
+func newText(db *sql.DB) *trigram.Index {
+	return trigram.New(db, trigram.Options{
+		Table: "people_fts", Columns: []string{"name", "nickname", "organization", "title", "notes", "emails", "phones"},
+		Weights: []float64{10, 8, 5, 4, 1, 3, 1}, ScanLimit: 1_000_000,
+	})
 }
 
 // Close closes the index.
@@ -161,22 +166,17 @@ func (x *Index) Build(ctx context.Context, cfg *Config, opts IndexOptions) (*Rep
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	rep := &Report{SourceErrors: map[string]string{}}
-	results := map[string]*SourceResult{}
+	results, failed, err := localsource.ReadAll(ctx, log, "contacts", "records", cfg.Sources, (*SourceConfig).fields,
+		func(ctx context.Context, src SourceConfig) (*SourceResult, error) { return readSource(ctx, src, opts) })
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{SourceErrors: failed}
 	for _, src := range cfg.Sources {
-		log.Info("reading contacts source", "source", src.Name, "kind", src.Kind, "path", src.Path)
-		res, err := readSource(ctx, src, opts)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		if res, ok := results[src.Name]; ok {
+			for _, e := range res.Errors {
+				rep.RecordErrors = append(rep.RecordErrors, src.Name+": "+e.Error())
 			}
-			rep.SourceErrors[src.Name] = err.Error()
-			log.Warn("contacts source failed; its indexed records are kept", "source", src.Name, "err", err)
-			continue
-		}
-		results[src.Name] = res
-		for _, e := range res.Errors {
-			rep.RecordErrors = append(rep.RecordErrors, src.Name+": "+e.Error())
 		}
 	}
 	rep.Complete = len(rep.SourceErrors) == 0 && len(rep.RecordErrors) == 0
@@ -185,26 +185,27 @@ func (x *Index) Build(ctx context.Context, cfg *Config, opts IndexOptions) (*Rep
 	}
 	log.Info("contacts index published", "people", rep.People, "records", rep.Records, "merged", rep.Merged)
 	if opts.Embedder != nil {
-		n, err := x.embedPending(ctx, opts.Embedder, log)
+		n, err := x.vectors.EmbedPending(ctx, opts.Embedder, log)
 		rep.Embedded = n
 		if err != nil {
 			rep.EmbedError = err.Error()
-			log.Warn("contacts embeddings incomplete; search stays lexical for the rest", "err", err)
 		}
 	}
 	return rep, nil
 }
 
-func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*SourceResult, rep *Report, now time.Time) (err error) {
-	tx, err := x.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin contacts index: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
+// publish writes the records, people and search text of one run, with its
+// marker, in one transaction.
+func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*SourceResult, rep *Report, now time.Time) error {
+	return indexfile.Publish(ctx, x.db, indexfile.Build{Name: "contacts index", At: now, BeforeCommit: x.beforeCommit,
+		Write: func(tx *sql.Tx, gen int64) (bool, any, error) {
+			rep.Generation = gen
+			err := x.write(ctx, tx, cfg, results, rep)
+			return rep.Complete, rep, err
+		}})
+}
+
+func (x *Index) write(ctx context.Context, tx *sql.Tx, cfg *Config, results map[string]*SourceResult, rep *Report) error {
 	configured := map[string]bool{}
 	for _, src := range cfg.Sources {
 		configured[src.Name] = true
@@ -234,29 +235,7 @@ func (x *Index) publish(ctx context.Context, cfg *Config, results map[string]*So
 	}
 	people := Merge(records)
 	rep.Records, rep.People, rep.Merged = len(records), len(people), len(records)-len(people)
-	if err := writePeople(ctx, tx, people, rep); err != nil {
-		return err
-	}
-	var gen int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(generation), 0) + 1 FROM sync_state`).Scan(&gen); err != nil {
-		return err
-	}
-	rep.Generation = gen
-	b, _ := json.Marshal(rep)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sync_state (id, generation, completed_at, complete, report) VALUES (1, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET generation = excluded.generation, completed_at = excluded.completed_at,
-		complete = excluded.complete, report = excluded.report`, gen, now.Unix(), rep.Complete, string(b)); err != nil {
-		return fmt.Errorf("record completed index run: %w", err)
-	}
-	if x.beforeCommit != nil {
-		if err := x.beforeCommit(); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit contacts index: %w", err)
-	}
-	return nil
+	return writePeople(ctx, tx, x.vectors, people, rep)
 }
 
 // replaceRecords swaps a source's records for the new ones, keeping those
@@ -326,7 +305,7 @@ func loadRecords(ctx context.Context, tx *sql.Tx) ([]Record, error) {
 
 // writePeople diffs the merged people against the stored ones by uid, so an
 // unchanged person keeps its row id and vector.
-func writePeople(ctx context.Context, tx *sql.Tx, people []Person, rep *Report) error {
+func writePeople(ctx context.Context, tx *sql.Tx, vectors *vecindex.Store, people []Person, rep *Report) error {
 	type stored struct {
 		id   int64
 		hash string
@@ -392,7 +371,7 @@ func writePeople(ctx context.Context, tx *sql.Tx, people []Person, rep *Report) 
 				return fmt.Errorf("delete person %s: %w", uid, err)
 			}
 		}
-		if err := deleteVector(ctx, tx, s.id); err != nil {
+		if err := vectors.Delete(ctx, tx, s.id); err != nil {
 			return err
 		}
 		rep.Deleted++
@@ -426,12 +405,11 @@ func writePersonDetails(ctx context.Context, tx *sql.Tx, id int64, p *Person) er
 	return nil
 }
 
-// State returns the last completed run, or nil before the first.
+// State returns the last completed run, or zero values before the first.
 func (x *Index) State(ctx context.Context) (generation int64, completedAt time.Time, complete bool, err error) {
-	var at int64
-	err = x.db.QueryRowContext(ctx, `SELECT generation, completed_at, complete FROM sync_state WHERE id = 1`).Scan(&generation, &at, &complete)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, time.Time{}, false, nil
+	m, err := indexfile.LastBuild(ctx, x.db)
+	if m == nil || err != nil {
+		return 0, time.Time{}, false, err
 	}
-	return generation, time.Unix(at, 0).UTC(), complete, err
+	return m.Generation, m.CompletedAt, m.Complete, nil
 }

@@ -2,9 +2,10 @@ package contacts
 
 import (
 	"context"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mcptool"
 )
 
 const serverInstructions = `Read-only access to the user's contacts, from Steward's local index of Apple Contacts and vCard sources, with the same person merged across accounts by email.
@@ -26,39 +27,18 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 		Description: "Find contacts by name, organization, role, email, phone or any remembered detail (keyword and meaning). " +
 			"Returns compact entries with labelled emails and phones; limit defaults to 10 (max 50), use nextOffset for more.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SearchParams) (*mcp.CallToolResult, *SearchResult, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.SearchContacts(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).SearchContacts))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "read_contact",
 		Description: "Read one contact in full (all emails, phones, addresses, notes and the sources it was merged from) by uid, native person id or email.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ReadParams) (*mcp.CallToolResult, *Person, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.ReadContact(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).ReadContact))
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "resolve_recipient",
 		Description: "Turn a description such as 'Anna from Polimi' or 'my accountant' into ranked email-bearing candidates, " +
 			"each with the reasons it matched. It never chooses: when ambiguous is true, ask the user before proposing a message.",
 		Annotations: ro,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ResolveParams) (*mcp.CallToolResult, *Resolution, error) {
-		svc, err := open(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		out, err := svc.ResolveRecipient(ctx, in)
-		return nil, out, err
-	})
+	}, mcptool.Handler(open, (*Service).ResolveRecipient))
 	return s
 }
 
@@ -66,28 +46,12 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 // path read-only on first use and keeps it; until the first indexing run
 // every call reports ErrNoIndex. close releases it.
 func OpenService(path string, emb Embedder) (open func(context.Context) (*Service, error), close func() error) {
-	var mu sync.Mutex
-	var svc *Service
-	open = func(ctx context.Context) (*Service, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if svc != nil {
-			return svc, nil
-		}
+	l := mcptool.NewLazy(func(ctx context.Context) (*Service, error) {
 		idx, err := OpenIndexReadOnly(ctx, path)
 		if err != nil {
 			return nil, err
 		}
-		svc = NewService(idx, emb)
-		return svc, nil
-	}
-	close = func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if svc == nil {
-			return nil
-		}
-		return svc.idx.Close()
-	}
-	return open, close
+		return NewService(idx, emb), nil
+	}, func(svc *Service) error { return svc.idx.Close() })
+	return l.Get, l.Close
 }

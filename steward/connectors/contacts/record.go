@@ -13,11 +13,12 @@
 package contacts
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // Labeled is an email address or phone number with its label.
@@ -171,7 +172,10 @@ type SourceResult struct {
 
 // Whole-source errors, wrapped with advice for the user.
 var (
-	ErrPermission = errors.New("permission denied")
-	ErrLocked     = errors.New("database is locked")
-	ErrMissing    = errors.New("not found")
+	// ErrPermission means the OS refused access (on macOS: Full Disk Access).
+	ErrPermission = localsource.ErrPermission
+	// ErrLocked means another process holds the database lock.
+	ErrLocked = localsource.ErrLocked
+	// ErrMissing means the configured path does not exist.
+	ErrMissing = localsource.ErrMissing
 )

@@ -83,22 +83,22 @@ func (s *Service) ResolveRecipient(ctx context.Context, p ResolveParams) (*Resol
 			ids = append(ids, found...)
 		}
 	}
-	lex, err := s.idx.lexical(ctx, strings.Join(append(slices.Clone(who), where...), " "), false, LexicalCandidates)
+	lex, err := s.idx.text.Candidates(ctx, strings.Join(append(slices.Clone(who), where...), " "), false, LexicalCandidates)
 	if err != nil {
 		return nil, err
 	}
 	ids = append(ids, lex...)
-	vec, dist, warn := s.semantic(ctx, desc)
-	if warn != "" {
-		res.Warnings = append(res.Warnings, warn)
+	near, err := s.idx.vectors.SearchText(ctx, s.emb, desc, VectorCandidates)
+	if err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
 	}
 	semantic := map[int64]float64{}
-	for i, id := range vec {
+	for _, n := range near {
 		// Cosine distance 0 is identical, 1 unrelated.
-		if bonus := 2 * (1 - dist[i]); bonus > 0 {
-			semantic[id] = bonus
+		if bonus := 2 * (1 - n.Distance); bonus > 0 {
+			semantic[n.ID] = bonus
 		}
-		ids = append(ids, id)
+		ids = append(ids, n.ID)
 	}
 	people, err := s.idx.peopleByID(ctx, dedupe(ids))
 	if err != nil {

@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/agentstack/agentstack/search"
+	"github.com/agentstack/agentstack/search/vecindex"
 )
 
 // Limits of the read tools.
@@ -96,25 +95,19 @@ func (s *Service) SearchContacts(ctx context.Context, p SearchParams) (*SearchRe
 			return nil, err
 		}
 	} else {
-		lex, err := s.idx.lexical(ctx, query, true, LexicalCandidates)
+		lex, err := s.idx.text.Candidates(ctx, query, true, LexicalCandidates)
 		if err != nil {
 			return nil, err
 		}
-		lists := [][]string{idStrings(lex)}
 		res.Ranking = "lexical"
-		vec, _, warn := s.semantic(ctx, query)
-		if warn != "" {
-			res.Warnings = append(res.Warnings, warn)
+		near, err := s.idx.vectors.SearchText(ctx, s.emb, query, VectorCandidates)
+		if err != nil {
+			res.Warnings = append(res.Warnings, err.Error())
 		}
-		if vec != nil {
-			lists = append(lists, idStrings(vec))
+		if near != nil {
 			res.Ranking = "hybrid"
 		}
-		for _, f := range search.RRF(search.DefaultRRFK, lists...) {
-			id, _ := strconv.ParseInt(f.ID, 10, 64)
-			order = append(order, id)
-			scores[id] = f.Score
-		}
+		order, scores = vecindex.Fuse(lex, near)
 	}
 	res.Total = len(order)
 	end := min(p.Offset+limit, len(order))
@@ -135,31 +128,6 @@ func (s *Service) SearchContacts(ctx context.Context, p SearchParams) (*SearchRe
 	return res, nil
 }
 
-// semantic embeds the query and returns vector neighbours; a failure is a
-// warning, never an error, because keyword search still answers.
-func (s *Service) semantic(ctx context.Context, query string) ([]int64, []float64, string) {
-	if s.emb == nil {
-		return nil, nil, ""
-	}
-	vecs, err := s.emb.Embed(ctx, []string{query})
-	if err != nil || len(vecs) != 1 {
-		return nil, nil, fmt.Sprintf("semantic search unavailable, results are keyword matches only (%v)", err)
-	}
-	ids, dist, err := s.idx.vectorCandidates(ctx, vecs[0], VectorCandidates)
-	if err != nil {
-		return nil, nil, "semantic search unavailable: " + err.Error()
-	}
-	return ids, dist, ""
-}
-
-func idStrings(ids []int64) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = strconv.FormatInt(id, 10)
-	}
-	return out
-}
-
 func scanIDs(rows *sql.Rows) ([]int64, error) {
 	defer rows.Close()
 	var out []int64
@@ -169,52 +137,6 @@ func scanIDs(rows *sql.Rows) ([]int64, error) {
 			return nil, err
 		}
 		out = append(out, id)
-	}
-	return out, rows.Err()
-}
-
-// lexical returns person ids matching the query, best BM25 first. With all
-// set every term must match; otherwise any term may. Terms shorter than
-// three characters (below the trigram index) are checked on the text.
-func (x *Index) lexical(ctx context.Context, query string, all bool, limit int) ([]int64, error) {
-	var short []string
-	for _, t := range search.Terms(query) {
-		if len([]rune(t)) < 3 {
-			short = append(short, t)
-		}
-	}
-	var rows *sql.Rows
-	var err error
-	cols := `rowid, name, nickname, organization, title, notes, emails, phones`
-	if expr := search.FTSQuery(query, !all, 3); expr != "" {
-		rows, err = x.db.QueryContext(ctx, `SELECT `+cols+` FROM people_fts WHERE people_fts MATCH ?
-			ORDER BY bm25(people_fts, 10.0, 8.0, 5.0, 4.0, 1.0, 3.0, 1.0) LIMIT ?`, expr, limit)
-	} else if len(short) > 0 {
-		rows, err = x.db.QueryContext(ctx, `SELECT `+cols+` FROM people_fts LIMIT 1000000`)
-	} else {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("keyword search: %w", err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		var f [7]string
-		if err := rows.Scan(&id, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6]); err != nil {
-			return nil, err
-		}
-		if len(short) > 0 && all {
-			words := search.Terms(strings.Join(f[:], " "))
-			if slices.ContainsFunc(short, func(t string) bool { return !slices.Contains(words, t) }) {
-				continue
-			}
-		}
-		out = append(out, id)
-		if len(out) >= limit {
-			break
-		}
 	}
 	return out, rows.Err()
 }

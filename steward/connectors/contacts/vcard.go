@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/charmap"
+
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // MaxVCardFileBytes bounds one .vcf file; a larger one is a record error.
@@ -56,38 +58,16 @@ func ReadVCards(ctx context.Context, src SourceConfig) (*SourceResult, error) {
 	return res, nil
 }
 
-// vcardFiles lists .vcf files in root and its direct sub-folders, skipping
-// hidden entries and symbolic links.
+// vcardFiles lists the .vcf files of a vdir root and its direct
+// sub-folders, skipping hidden entries and symbolic links.
 func vcardFiles(root string) ([]string, error) {
-	var out []string
-	add := func(dir string) error {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
-				continue
-			}
-			if ext := strings.ToLower(filepath.Ext(e.Name())); ext == ".vcf" || ext == ".vcard" {
-				out = append(out, filepath.Join(dir, e.Name()))
-			}
-		}
-		return nil
-	}
-	if err := add(root); err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(root)
+	folders, err := localsource.Vdir(root, ".vcf", ".vcard")
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			if err := add(filepath.Join(root, e.Name())); err != nil {
-				return nil, err
-			}
-		}
+	var out []string
+	for _, f := range folders {
+		out = append(out, f.Files...)
 	}
 	sort.Strings(out)
 	return out, nil

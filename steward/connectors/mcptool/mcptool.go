@@ -1,0 +1,74 @@
+// Package mcptool serves a connector's MCP tools from a service that is
+// opened on first use. A connector is started by the host before the user
+// may have built its index; its tools then report how to build it, and
+// answer as soon as the index exists, without a restart.
+package mcptool
+
+import (
+	"context"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Lazy holds a value that is opened on the first Get that succeeds and kept
+// until Close; a failed open is retried by the next Get.
+type Lazy[T any] struct {
+	open  func(context.Context) (T, error)
+	close func(T) error
+
+	mu     sync.Mutex
+	v      T
+	opened bool
+}
+
+// NewLazy returns a Lazy that opens its value with open and releases it with
+// close.
+func NewLazy[T any](open func(context.Context) (T, error), close func(T) error) *Lazy[T] {
+	return &Lazy[T]{open: open, close: close}
+}
+
+// Get returns the value, opening it first if no earlier Get succeeded.
+func (l *Lazy[T]) Get(ctx context.Context) (T, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened {
+		return l.v, nil
+	}
+	v, err := l.open(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	l.v, l.opened = v, true
+	return v, nil
+}
+
+// Close releases the value if it was opened; a later Get opens it again.
+func (l *Lazy[T]) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.opened {
+		return nil
+	}
+	var zero T
+	v := l.v
+	l.v, l.opened = zero, false
+	return l.close(v)
+}
+
+// Handler adapts call, usually a method expression such as
+// (*Service).SearchEvents, to an MCP tool handler that gets the service
+// from get on every call. An error from get or call is returned to the
+// model as the tool's error result.
+func Handler[S, In, Out any](get func(context.Context) (S, error), call func(S, context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		svc, err := get(ctx)
+		if err != nil {
+			var zero Out
+			return nil, zero, err
+		}
+		out, err := call(svc, ctx, in)
+		return nil, out, err
+	}
+}
