@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +25,28 @@ import (
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
 	"github.com/agentstack/agentstack/steward/watch/trainwatch"
+	"github.com/agentstack/agentstack/steward/web"
 )
+
+// systemInfo is what the System page shows besides the host itself: the
+// gateway's health and each MCP server's state.
+func systemInfo(ctx context.Context, gatewayURL string, bridge *mcpbridge.Bridge) host.SystemInfo {
+	var info host.SystemInfo
+	info.Services = append(info.Services, host.ProbeHTTP(ctx, nil, "gateway", strings.TrimSuffix(gatewayURL, "/v1")+"/health"))
+	for _, s := range bridge.Status() {
+		state := map[mcpbridge.State]string{mcpbridge.StateReady: host.StateOK, mcpbridge.StateFailed: host.StateError,
+			mcpbridge.StateRestarting: host.StateWarning, mcpbridge.StateStarting: host.StateWarning}[s.State]
+		if state == "" {
+			state = host.StateUnknown
+		}
+		detail := fmt.Sprintf("%s, %d tools", s.State, s.Tools)
+		if s.LastError != "" {
+			detail += ": " + s.LastError
+		}
+		info.Services = append(info.Services, host.ServiceStatus{Name: "mcp:" + s.Name, State: state, Detail: detail})
+	}
+	return info
+}
 
 // stack closes what serve opened, in reverse order.
 type stack struct{ closers []func() error }
@@ -117,6 +140,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
+		Web:    web.Handler(),
+		System: func(ctx context.Context) host.SystemInfo { return systemInfo(ctx, d.gatewayURL, bridge) },
 		Chats: host.ManagerOptions{
 			Audit:           auditor,
 			Store:           chatStore,

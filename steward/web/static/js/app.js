@@ -1,0 +1,257 @@
+// Steward's web app: routing, the chat list, navigation, pairing and the
+// connection lifecycle. The host decides everything; this is a view.
+
+import { h, clear } from './dom.js';
+import { Connection, tokens, pair } from './conn.js';
+import { ChatView } from './chat.js';
+
+const $ = (sel) => document.querySelector(sel);
+
+class App {
+  constructor() {
+    this.conn = new Connection();
+    this.chats = new Map();
+    this.pending = new Map(); // approvalId → approval.request
+    this.view = null; // ChatView when a chat is shown
+    this.page = null; // the route's page element
+    this.ready = false;
+    this.repaired = false; // re-paired once after the host refused the token
+    this.main = $('#main');
+    this.list = $('#chat-list');
+    this.statusEl = $('#conn-status');
+    this.banner = $('#banner');
+
+    $('#new-chat').addEventListener('click', () => this.go('#/new'));
+    this.conn.addEventListener('status', (e) => this.onStatus(e.detail));
+    this.conn.addEventListener('frame', (e) => this.onFrame(e.detail));
+    addEventListener('hashchange', () => this.route());
+    this.setupMore();
+  }
+
+  async start() {
+    if (!tokens.get() && !(await pair())) {
+      this.route();
+      this.showPairing();
+      return;
+    }
+    this.route();
+    this.conn.start();
+  }
+
+  go(hash) {
+    if (location.hash === hash) this.route();
+    else location.hash = hash;
+  }
+
+  toast(text) {
+    const t = h('div', { class: 'toast', role: 'status' }, text);
+    $('#toasts').append(t);
+    setTimeout(() => t.remove(), 5000);
+  }
+
+  onStatus(s) {
+    document.documentElement.dataset.conn = s;
+    const label = { open: 'Connected', connecting: 'Connecting…', closed: 'Reconnecting…', unauthorized: 'Token refused', stopped: 'Not paired' }[s] || s;
+    this.statusEl.textContent = label;
+    // The banner is for a lost connection, not for the first connect.
+    this.banner.hidden = !(s === 'closed' || (s === 'connecting' && this.ready));
+    this.banner.textContent = 'Connection to Steward lost. Reconnecting…';
+    if (s === 'open') {
+      // Counted so that a reconnection is observable (tests, diagnostics).
+      document.documentElement.dataset.connects = String(Number(document.documentElement.dataset.connects || 0) + 1);
+      this.conn.request({ type: 'chat.list' }).then(() => {
+        // A chat that was open is restored, with its pending approvals.
+        if (this.view?.chatId) this.openChat(this.view.chatId);
+        this.markReady();
+      }, () => {});
+    }
+    if (s === 'unauthorized') this.onUnauthorized();
+    this.view?.updateComposer();
+  }
+
+  async onUnauthorized() {
+    tokens.clear();
+    // The token changed (a new STEWARD_AUTH_TOKEN): a local page pairs
+    // again, once, rather than looping if the host keeps refusing.
+    if (!this.repaired && await pair()) {
+      this.repaired = true;
+      this.conn.start();
+      return;
+    }
+    this.showPairing('The host refused the saved token. Enter the current one.');
+  }
+
+  markReady() {
+    if (this.ready) return;
+    this.ready = true;
+    performance.mark('steward-ready');
+    document.documentElement.dataset.ready = '1';
+  }
+
+  onFrame(f) {
+    switch (f.type) {
+      case 'chats':
+        this.chats = new Map(f.chats.map((c) => [c.id, c]));
+        this.renderChatList();
+        return;
+      case 'chat.updated': {
+        this.chats.set(f.chat.id, { ...this.chats.get(f.chat.id), ...f.chat });
+        if (this.view?.chatId === f.chat.id) this.view.setTitle(f.chat.title);
+        this.renderChatList();
+        return;
+      }
+      case 'chat.deleted':
+        this.chats.delete(f.chatId);
+        this.renderChatList();
+        if (this.view?.chatId === f.chatId) this.go('#/');
+        return;
+      case 'approval.request':
+        this.pending.set(f.approvalId, f);
+        this.renderChatList();
+        break;
+      case 'approval.resolved':
+        this.pending.delete(f.approvalId);
+        this.renderChatList();
+        break;
+      case 'turn.done':
+        // The host orders chats by their last update.
+        this.conn.request({ type: 'chat.list' }).catch(() => {});
+        break;
+      case 'error':
+        if (!f.id) this.toast(f.message);
+        break;
+      default:
+        break;
+    }
+    if (f.chatId && this.view?.chatId === f.chatId) this.view.onFrame(f);
+  }
+
+  renderChatList() {
+    const sorted = [...this.chats.values()].sort((a, b) => String(b.updatedAt).localeCompare(String(a.updatedAt)));
+    const waiting = new Set([...this.pending.values()].map((p) => p.chatId));
+    const current = this.view?.chatId;
+    clear(this.list).append(...sorted.map((c) => h('li', null,
+      h('a', {
+        href: `#/c/${c.id}`, class: ['chat-link', c.id === current && 'current', c.unread && 'unread'],
+        'aria-current': c.id === current ? 'page' : null, dataset: { chatId: c.id },
+      },
+      h('span', { class: 'chat-link-title' }, c.title || 'Untitled'),
+      c.unread ? h('span', { class: 'dot', title: 'Unread', 'aria-label': 'unread' }) : null,
+      waiting.has(c.id) ? h('span', { class: 'badge warn', 'aria-label': 'waiting for approval' }, 'approval') : null))));
+    if (sorted.length === 0) this.list.append(h('li', { class: 'muted empty-list' }, 'No chats yet.'));
+  }
+
+  // openChat loads a chat's transcript. The host stores an entry before it
+  // publishes its frame, so when a stored kind of frame arrived while the
+  // transcript was on its way, a second read has everything.
+  openChat(id, tries = 0) {
+    const view = this.view;
+    const seen = view.stored;
+    this.conn.request({ type: 'chat.open', chatId: id }).then((t) => {
+      if (this.view !== view) return;
+      const c = this.chats.get(id);
+      if (c) c.unread = false;
+      view.load(t);
+      this.renderChatList();
+      if (view.stored !== seen && tries < 3) this.openChat(id, tries + 1);
+    }, (err) => {
+      if (this.view?.chatId === id && this.conn.status === 'open') {
+        this.toast(`Could not open the chat: ${err.message}`);
+        this.go('#/');
+      }
+    });
+  }
+
+  // route shows the view named by the location hash.
+  async route() {
+    const hash = location.hash || '#/';
+    const [, name = '', arg = ''] = hash.match(/^#\/([\w-]*)\/?(.*)$/) || [];
+    document.body.dataset.route = name || 'chats';
+    this.closeMore();
+    clear($('#toasts'));
+    for (const a of document.querySelectorAll('[data-nav]')) {
+      const on = a.dataset.nav === (name === 'c' || name === 'new' ? 'chat' : name || 'chats');
+      a.classList.toggle('current', on);
+      if (on) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    this.view = null;
+    if (name === 'c' && arg) {
+      this.view = new ChatView(this, decodeURIComponent(arg));
+      this.show(this.view.el);
+      if (this.conn.status === 'open') this.openChat(this.view.chatId);
+      this.renderChatList();
+      return;
+    }
+    if (name === 'usage' || name === 'audit' || name === 'system') {
+      const placeholder = h('section', { class: 'page', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
+      this.show(placeholder);
+      const mod = await import(`./${name}.js`);
+      if (this.page !== placeholder) return; // navigated away meanwhile
+      this.show(mod.render(this));
+      this.renderChatList();
+      return;
+    }
+    // '' (chats) and 'new': an empty chat whose first message creates it.
+    this.view = new ChatView(this, '');
+    this.show(this.view.el);
+    this.renderChatList();
+    if (name === 'new') this.view.textarea.focus();
+  }
+
+  show(el) {
+    this.page = el;
+    clear(this.main).append(el);
+  }
+
+  showPairing(reason) {
+    const input = h('input', { id: 'pair-token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true });
+    const form = h('form', { class: 'pair-form', 'on:submit': (e) => {
+      e.preventDefault();
+      tokens.set(input.value);
+      this.conn.start();
+      this.route();
+    } },
+    h('h2', null, 'Pair this device'),
+    reason ? h('p', { class: 'error', role: 'alert' }, reason) : null,
+    h('p', null, 'Enter the host token once; this browser keeps it. It is in the file ', h('code', null, 'auth-token'),
+      ' inside STEWARD_HOME on the computer running Steward (on a Mac: ', h('code', null, '~/Library/Application Support/Steward/auth-token'), ').'),
+    h('label', { for: 'pair-token' }, 'Host token'), input,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Pair')));
+    this.view = null;
+    document.body.dataset.route = 'pair'; // on a phone, the chats route would hide the form
+    this.show(h('section', { class: 'page pair-view' }, form));
+    input.focus();
+  }
+
+  setupMore() {
+    const btn = $('#more-button');
+    const menu = $('#more-menu');
+    btn.addEventListener('click', () => {
+      const open = btn.getAttribute('aria-expanded') !== 'true';
+      btn.setAttribute('aria-expanded', String(open));
+      menu.hidden = !open;
+      if (open) menu.querySelector('a')?.focus();
+    });
+    menu.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') {
+        this.closeMore();
+        btn.focus();
+      }
+    });
+    document.addEventListener('click', (e) => {
+      if (!menu.hidden && !menu.contains(e.target) && e.target !== btn && !btn.contains(e.target)) this.closeMore();
+    });
+  }
+
+  closeMore() {
+    $('#more-button').setAttribute('aria-expanded', 'false');
+    $('#more-menu').hidden = true;
+  }
+}
+
+const app = new App();
+app.start();
+if ('serviceWorker' in navigator && window.isSecureContext) {
+  navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(() => {});
+}

@@ -1,0 +1,257 @@
+// Tool, rich-result, approval and question cards. Everything shown comes from
+// the protocol frames; the decisions are the host's.
+
+import { h, clear, fmtBytes, fmtMs, fmtTime, json, icon } from './dom.js';
+
+const STATUS_LABEL = {
+  running: 'running', done: 'done', error: 'failed', blocked: 'not done',
+};
+
+// toolCard renders a tool card: collapsed details with inputs, the effective
+// input, output and errors; a rich card above them for a documented kind.
+export function toolCard(card) {
+  const el = h('article', { class: 'card tool-card', dataset: { callId: card.callId || '' } });
+  updateToolCard(el, card);
+  return el;
+}
+
+export function updateToolCard(el, card) {
+  const status = card.status || 'running';
+  el.className = `card tool-card status-${status}`;
+  el.dataset.status = status;
+  const open = el.querySelector('details')?.open || false;
+  const details = h('details', { open },
+    h('summary', null,
+      icon(status === 'running' ? 'clock' : status === 'done' ? 'check' : 'alert'),
+      h('span', { class: 'tool-name' }, card.name || 'tool'),
+      h('span', { class: 'badge', dataset: { status } }, STATUS_LABEL[status] || status),
+      card.durationMs ? h('span', { class: 'muted duration' }, fmtMs(card.durationMs)) : null),
+    section('Input', card.args),
+    card.effectiveArgs ? section('Ran with (edited)', card.effectiveArgs) : null,
+    card.content ? h('div', { class: 'card-section' }, h('h4', null, 'Output'), h('pre', { class: 'output' }, card.content)) : null,
+    card.error ? h('div', { class: 'card-section error' }, h('h4', null, 'Error'), h('pre', null, card.error)) : null);
+  const rich = card.data ? richCard(card.data) : null;
+  clear(el).append(...[rich, details].filter(Boolean));
+}
+
+function section(title, value) {
+  if (value === undefined || value === null) return null;
+  return h('div', { class: 'card-section' }, h('h4', null, title), h('pre', null, typeof value === 'string' ? value : json(value)));
+}
+
+// richCard renders the documented kinds (docs/protocol.md "Rich tool
+// results"); an unknown kind renders nothing and the raw output stays below.
+export function richCard(data) {
+  if (!data || typeof data !== 'object') return null;
+  const r = RICH[data.kind];
+  return r ? h('div', { class: `rich rich-${data.kind}` }, r(data)) : null;
+}
+
+const str = (v) => (typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v));
+const list = (v) => (Array.isArray(v) ? v.map(str).join(', ') : str(v));
+
+const RICH = {
+  email: (d) => h('div', { class: 'rich-item' },
+    h('div', { class: 'rich-title' }, icon('mail'), ' ', str(d.subject) || '(no subject)'),
+    h('div', { class: 'muted' }, str(d.from), d.to ? ` → ${list(d.to)}` : '', d.date ? ` · ${fmtTime(d.date)}` : '', d.hasAttachments ? [' · ', icon('clip', 'has attachments')] : ''),
+    d.snippet ? h('p', { class: 'snippet' }, str(d.snippet)) : null),
+  file: (d) => h('div', { class: 'rich-item' },
+    h('div', { class: 'rich-title' }, icon('file'), ' ', str(d.name) || str(d.path)),
+    h('div', { class: 'muted' }, str(d.path), d.size !== undefined ? ` · ${fmtBytes(d.size)}` : '', d.modified ? ` · ${fmtTime(d.modified)}` : ''),
+    d.snippet ? h('p', { class: 'snippet' }, str(d.snippet)) : null),
+  event: (d) => h('div', { class: 'rich-item' },
+    h('div', { class: 'rich-title' }, icon('calendar'), ' ', str(d.title) || '(untitled event)'),
+    h('div', { class: 'muted' }, d.allDay ? `${fmtDay(d.start)} (all day)` : `${fmtTime(d.start)} – ${fmtTime(d.end)}`,
+      d.location ? ` · ${str(d.location)}` : '', d.calendar ? ` · ${str(d.calendar)}` : '')),
+  search_results: (d) => {
+    const items = Array.isArray(d.items) ? d.items : [];
+    return h('div', null,
+      h('div', { class: 'muted' }, `${items.length} result${items.length === 1 ? '' : 's'}`, d.query ? ` for “${str(d.query)}”` : ''),
+      items.slice(0, 20).map((it) => (it && RICH[it.kind] && it.kind !== 'search_results' ? RICH[it.kind](it) : null)));
+  },
+};
+
+function fmtDay(t) {
+  const d = new Date(t);
+  return Number.isNaN(d.getTime()) ? str(t) : d.toLocaleDateString();
+}
+
+const VERDICT_TEXT = {
+  approved: 'Approved', denied: 'Denied', revise: 'Revision requested', timeout: 'Timed out: not done',
+  no_channel: 'No app was connected: not done', expired: 'No longer pending (the host restarted): not done',
+};
+
+// approvalCard renders a gated call. req is an approval.request frame (with
+// schema) while pending, or the transcript's approval entry afterwards.
+// respond(decision, {args, note}) sends approval.respond.
+export function approvalCard(req, { pending, respond }) {
+  const el = h('article', { class: 'card approval-card', dataset: { approvalId: req.approvalId, callId: req.callId || '' },
+    'aria-label': `Approval for ${req.tool}` });
+  const body = h('div', { class: 'approval-body' });
+  const outcome = h('p', { class: 'outcome', role: 'status' });
+  el.append(
+    h('header', null, icon('shield'), ' ', h('strong', null, 'Approval needed: '), h('code', null, req.tool)),
+    argList(req.args), body, outcome);
+  el.setPending = (p) => renderActions(el, body, req, p, respond);
+  el.setPending(pending);
+  return el;
+}
+
+function argList(args) {
+  let obj = args;
+  if (typeof obj === 'string') {
+    try {
+      obj = JSON.parse(obj);
+    } catch { /* shown raw */ }
+  }
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return h('pre', { class: 'args' }, json(obj));
+  return h('dl', { class: 'args' }, Object.entries(obj).map(([k, v]) => [h('dt', null, k), h('dd', null, typeof v === 'string' ? v : json(v))]));
+}
+
+function renderActions(el, body, req, pending, respond) {
+  clear(body);
+  el.dataset.state = pending ? 'pending' : 'resolved';
+  if (!pending) return;
+  const note = (decision, label, placeholder) => () => {
+    const ta = h('textarea', { rows: 2, placeholder, 'aria-label': `Note for ${label.toLowerCase()}` });
+    const form = h('form', { class: 'note-form', 'on:submit': (e) => {
+      e.preventDefault();
+      respond(decision, { note: ta.value.trim() });
+    } }, ta, h('div', { class: 'actions' },
+      h('button', { type: 'submit', class: decision === 'deny' ? 'danger' : 'primary' }, label),
+      h('button', { type: 'button', 'on:click': () => renderActions(el, body, req, true, respond) }, 'Cancel')));
+    clear(body).append(form);
+    ta.focus();
+  };
+  body.append(h('div', { class: 'actions' },
+    h('button', { type: 'button', class: 'primary', 'on:click': () => respond('approve', {}) }, 'Approve'),
+    h('button', { type: 'button', 'on:click': () => clear(body).append(editForm(req, respond, () => renderActions(el, body, req, true, respond))) }, 'Edit…'),
+    h('button', { type: 'button', class: 'danger', 'on:click': note('deny', 'Deny', 'Why not? (optional)') }, 'Deny…'),
+    h('button', { type: 'button', 'on:click': note('revise', 'Request revision', 'What should change?') }, 'Request revision…')),
+  req.expiresAt ? h('p', { class: 'muted small' }, `Expires ${fmtTime(req.expiresAt)}`) : null);
+}
+
+// resolveApprovalCard shows a verdict on a card.
+export function resolveApprovalCard(el, verdict, { args, note } = {}) {
+  if (!el) return;
+  el.setPending?.(false);
+  el.dataset.verdict = verdict;
+  const out = el.querySelector('.outcome');
+  clear(out).append(h('strong', null, VERDICT_TEXT[verdict] || verdict),
+    note ? ` — “${note}”` : '',
+    args && Object.keys(args).length ? h('span', { class: 'muted' }, ' with edits') : '');
+}
+
+// showEffective records on an approval card the input the tool actually ran with.
+export function showEffective(el, effectiveArgs) {
+  if (!el || !effectiveArgs) return;
+  el.querySelector('.effective')?.remove();
+  el.append(h('div', { class: 'card-section effective' }, h('h4', null, 'Ran with'), argList(effectiveArgs)));
+}
+
+// editForm is one field per argument, typed by the tool's JSON schema.
+// Optional fields left empty are sent as null, which the host drops: they
+// stay absent instead of becoming invented empty values.
+function editForm(req, respond, cancel) {
+  const schema = (req.schema && typeof req.schema === 'object') ? req.schema : {};
+  const props = (schema.properties && typeof schema.properties === 'object') ? schema.properties : {};
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const args = (req.args && typeof req.args === 'object') ? req.args : {};
+  const keys = [...Object.keys(props), ...Object.keys(args).filter((k) => !(k in props))];
+  const fields = keys.map((k) => field(k, props[k] || {}, args[k], required.has(k), req.approvalId));
+  const error = h('p', { class: 'error', role: 'alert' });
+  const form = h('form', { class: 'edit-form', 'on:submit': (e) => {
+    e.preventDefault();
+    const out = {};
+    try {
+      for (const f of fields) out[f.key] = f.read();
+    } catch (err) {
+      error.textContent = err.message;
+      return;
+    }
+    respond('approve', { args: out });
+  } }, fields.map((f) => f.el), error,
+  h('div', { class: 'actions' },
+    h('button', { type: 'submit', class: 'primary' }, 'Approve with edits'),
+    h('button', { type: 'button', 'on:click': cancel }, 'Cancel')));
+  return form;
+}
+
+const LONG_TEXT = /^(body|text|content|description|notes?|message|markdown|html)$/i;
+
+function field(key, prop, value, required, approvalId) {
+  const id = `f-${approvalId}-${key}`.replace(/[^\w-]/g, '_');
+  const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== 'null') : prop.type;
+  const labelText = [prop.title || key, required ? ' (required)' : ' (optional)'];
+  let input;
+  let read;
+  const empty = (s) => s === '';
+  const absent = () => {
+    if (required) throw new Error(`${key} is required`);
+    return null;
+  };
+  if (Array.isArray(prop.enum)) {
+    input = h('select', { id, name: key },
+      required ? null : h('option', { value: '' }, '—'),
+      prop.enum.map((v) => h('option', { value: JSON.stringify(v) }, String(v))));
+    input.value = value === undefined ? '' : JSON.stringify(value);
+    read = () => (empty(input.value) ? absent() : JSON.parse(input.value));
+  } else if (type === 'boolean') {
+    input = h('select', { id, name: key }, required ? null : h('option', { value: '' }, '—'),
+      h('option', { value: 'true' }, 'yes'), h('option', { value: 'false' }, 'no'));
+    input.value = value === undefined ? (required ? 'false' : '') : String(Boolean(value));
+    read = () => (empty(input.value) ? absent() : input.value === 'true');
+  } else if (type === 'integer' || type === 'number') {
+    input = h('input', { id, name: key, type: 'number', step: type === 'integer' ? '1' : 'any', inputmode: 'decimal' });
+    input.value = value === undefined || value === null ? '' : String(value);
+    read = () => {
+      if (empty(input.value.trim())) return absent();
+      const n = Number(input.value);
+      if (!Number.isFinite(n) || (type === 'integer' && !Number.isInteger(n))) throw new Error(`${key} must be ${type === 'integer' ? 'a whole number' : 'a number'}`);
+      return n;
+    };
+  } else if (type === 'string' || (type === undefined && (value === undefined || typeof value === 'string'))) {
+    const text = value === undefined || value === null ? '' : String(value);
+    const long = LONG_TEXT.test(key) || text.includes('\n') || text.length > 80 || prop.format === 'textarea';
+    input = long ? h('textarea', { id, name: key, rows: Math.min(10, Math.max(3, text.split('\n').length + 1)) }) : h('input', { id, name: key, type: 'text' });
+    input.value = text;
+    read = () => (empty(input.value) ? (required ? '' : null) : input.value);
+  } else {
+    // arrays, objects and untyped values are edited as JSON.
+    input = h('textarea', { id, name: key, rows: 3, class: 'mono' });
+    input.value = value === undefined ? '' : JSON.stringify(value, null, 2);
+    read = () => {
+      if (empty(input.value.trim())) return absent();
+      try {
+        return JSON.parse(input.value);
+      } catch {
+        throw new Error(`${key} must be valid JSON`);
+      }
+    };
+  }
+  if (required) input.required = type !== 'string';
+  const el = h('div', { class: 'field' },
+    h('label', { for: id }, labelText),
+    input,
+    prop.description ? h('small', { class: 'muted' }, prop.description) : null);
+  return { key, el, read };
+}
+
+// questionCard renders an ask_user question with its options and a free answer.
+export function questionCard(q, answer) {
+  const input = h('input', { type: 'text', 'aria-label': 'Your answer', placeholder: 'Type an answer' });
+  const el = h('article', { class: 'card question-card', dataset: { questionId: q.questionId } },
+    h('p', null, icon('question'), ' ', q.text),
+    h('div', { class: 'actions' }, (q.options || []).map((o) => h('button', { type: 'button', 'on:click': () => answer(o) }, o))),
+    h('form', { class: 'inline-form', 'on:submit': (e) => {
+      e.preventDefault();
+      if (input.value.trim()) answer(input.value.trim());
+    } }, input, h('button', { type: 'submit' }, 'Answer')));
+  return el;
+}
+
+export function answeredQuestion(el, text) {
+  if (!el) return;
+  el.querySelectorAll('button, input').forEach((b) => { b.disabled = true; });
+  el.append(h('p', { class: 'outcome' }, 'Answered: ', text));
+}

@@ -1,0 +1,83 @@
+// The System page: GET /system/status (host, gateway and connector status
+// and the tool inventory) and this device's pairing controls.
+
+import { h, clear, table, fmtInt, fmtTime } from './dom.js';
+import { api, tokens } from './conn.js';
+
+export function render(app) {
+  const body = h('div', { 'aria-live': 'polite' });
+  const page = h('section', { class: 'page system-page', 'aria-labelledby': 'system-title' },
+    h('header', { class: 'view-header' }, h('h2', { id: 'system-title' }, 'System'),
+      h('button', { type: 'button', 'on:click': () => load() }, 'Refresh')),
+    body, pairing(app));
+  async function load() {
+    page.setAttribute('aria-busy', 'true');
+    try {
+      const s = await api('/system/status');
+      clear(body).append(...status(s));
+      page.dataset.loaded = '1';
+    } catch (err) {
+      clear(body).append(h('p', { class: 'error', role: 'alert' }, `Could not load the status: ${err.message}`));
+    }
+    page.removeAttribute('aria-busy');
+  }
+  load();
+  return page;
+}
+
+function service(s) {
+  return h('div', { class: 'stat service', dataset: { name: s.name, state: s.state } },
+    h('div', { class: 'value' }, h('span', { class: `status-${s.state}`, 'aria-hidden': 'true' }, '● '), s.name),
+    h('div', { class: 'label' }, h('strong', { class: `status-${s.state}` }, s.state), s.detail ? ` — ${s.detail}` : ''));
+}
+
+function status(s) {
+  const decisionClass = { allow: 'ok', gate: 'warn', deny: 'bad' };
+  return [
+    h('h3', null, 'Services'),
+    h('div', { class: 'services' }, [s.host, ...(s.services || [])].filter(Boolean).map(service)),
+    h('h3', null, 'Tools'),
+    table(`Tool inventory (${(s.tools || []).length})`, [
+      { label: 'Tool', get: (t) => h('code', null, t.name) },
+      { label: 'Source', get: (t) => t.source },
+      { label: 'Policy', get: (t) => h('span', { class: ['badge', decisionClass[t.decision]] }, t.decision) },
+      { label: 'Calls', get: (t) => fmtInt(t.calls), num: true },
+      { label: 'Errors', get: (t) => fmtInt(t.errors), num: true },
+      { label: 'Last result', get: (t) => (t.lastAt ? [h('span', { class: t.lastOk ? 'status-ok' : 'status-error' }, t.lastOk ? 'ok' : 'error'),
+        ` ${fmtTime(t.lastAt)}`, t.lastError ? h('div', { class: 'muted small' }, t.lastError) : null] : h('span', { class: 'muted' }, 'never called')) },
+    ], s.tools, 'No tools are loaded.'),
+    h('p', { class: 'muted small' }, `Snapshot taken ${fmtTime(s.generatedAt)}.`),
+  ];
+}
+
+function pairing(app) {
+  const box = h('div', { class: 'pairing' });
+  const draw = () => {
+    const reveal = h('pre', { class: 'token', hidden: true });
+    const input = h('input', { id: 'replace-token', type: 'password', autocomplete: 'off' });
+    clear(box).append(
+      h('h3', null, 'Pairing'),
+      h('p', null, tokens.get() ? 'This browser is paired with the host.' : 'This browser is not paired.'),
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', 'on:click': () => {
+          reveal.textContent = tokens.get();
+          reveal.hidden = !reveal.hidden;
+        } }, 'Show token to pair another device'),
+        h('button', { type: 'button', class: 'danger', 'on:click': () => {
+          tokens.clear();
+          app.conn.stop();
+          app.showPairing('This browser forgot the token.');
+        } }, 'Forget the token on this device')),
+      reveal,
+      h('form', { class: 'inline-form', 'on:submit': (e) => {
+        e.preventDefault();
+        if (!input.value.trim()) return;
+        tokens.set(input.value);
+        app.conn.start();
+        draw();
+      } }, h('label', { for: 'replace-token' }, 'Replace token'), input, h('button', { type: 'submit' }, 'Save')),
+      h('p', { class: 'muted small' }, 'The token is kept in this browser’s local storage and sent only in the WebSocket’s first frame and the Authorization header, never in a URL.'));
+  };
+  draw();
+  return box;
+}
