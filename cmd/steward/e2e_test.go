@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/protocol"
+)
+
+// TestServeTurnUsesRealConnector runs the whole product as `steward serve`
+// does — gateway, host, MCP bridge and Steward's own connector processes —
+// and drives a turn over the WebSocket in which the model calls the shell
+// connector's find_files tool.
+func TestServeTurnUsesRealConnector(t *testing.T) {
+	up := llmtest.NewServer(t)
+	vars := map[string]string{}
+	env, _, logs := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	writeGatewayConfig(t, home, up.URL)
+	files := t.TempDir()
+	os.WriteFile(filepath.Join(files, "invoice-2026-11.pdf"), []byte("%PDF-1.4"), 0o600)
+	os.WriteFile(filepath.Join(files, "notes.txt"), []byte("x"), 0o600)
+	args, _ := json.Marshal(map[string]any{"root": files, "name": "invoice"})
+	up.Enqueue("scripted",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "c1", Function: llm.FunctionCall{Name: "mcp__shell__find_files", Arguments: string(args)}}}},
+		llmtest.Reply{Content: "Found your invoice."})
+
+	cfg, _ := env.Config()
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLn, gwLn := loopback(t), loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base := "http://" + hostLn.Addr().String()
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
+	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
+	token := strings.TrimSpace(string(tok))
+
+	// The System page reports the connector once it is ready.
+	waitFor(t, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Services []struct{ Name, State string }
+		}
+		json.NewDecoder(resp.Body).Decode(&st)
+		for _, s := range st.Services {
+			if s.Name == "mcp:shell" && s.State == "ok" {
+				return true
+			}
+		}
+		return false
+	})
+
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	ws, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
+		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close(websocket.StatusNormalClosure, "")
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: "files"})
+	var chatID string
+	var result protocol.ToolEvent
+	for {
+		_, data, err := ws.Read(wctx)
+		if err != nil {
+			t.Fatalf("read: %v\nlogs:\n%s", err, logs)
+		}
+		var f map[string]any
+		json.Unmarshal(data, &f)
+		switch f["type"] {
+		case protocol.TypeChatUpdated:
+			chatID = f["chat"].(map[string]any)["id"].(string)
+			send(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: chatID, Text: "where is my invoice?"})
+		case protocol.TypeToolResult, protocol.TypeToolError:
+			json.Unmarshal(data, &result)
+		case protocol.TypeTurnDone:
+			if f["ok"] != true || f["text"] != "Found your invoice." {
+				t.Fatalf("turn.done = %v", f)
+			}
+			if result.Status != "done" || !strings.Contains(result.Content, "invoice-2026-11.pdf") || strings.Contains(result.Content, "notes.txt") {
+				t.Fatalf("find_files through the bridge = %+v", result.ToolCard)
+			}
+			// The model saw the connector's answer.
+			msgs := up.Requests()[1].Body["messages"].([]any)
+			if last := msgs[len(msgs)-1].(map[string]any)["content"].(string); !strings.Contains(last, "invoice-2026-11.pdf") {
+				t.Errorf("model saw %q", last)
+			}
+			return
+		}
+	}
+}
