@@ -133,7 +133,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("providers.%s.base_url: credentials in the URL are not allowed; use api_key_env", name))
 		}
 		if p.APIKeyEnv != "" && !envName.MatchString(p.APIKeyEnv) {
-			errs = append(errs, fmt.Errorf("providers.%s.api_key_env: %q is not an environment variable name (put the variable's name here, not the key)", name, p.APIKeyEnv))
+			// The value is not echoed: a user who pasted the key itself here
+			// must not find it in a log.
+			errs = append(errs, fmt.Errorf("providers.%s.api_key_env: not an environment variable name (put the variable's name here, never the key)", name))
 		}
 		for h := range p.Headers {
 			if strings.EqualFold(h, "Authorization") {
