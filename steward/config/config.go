@@ -132,7 +132,8 @@ func (c *Config) parseEnvFile(path string, f *os.File) error {
 		key, value, ok := strings.Cut(line, "=")
 		key = strings.TrimSpace(key)
 		if !ok || !validKey(key) {
-			return fmt.Errorf("%s:%d: expected KEY=VALUE, got %q", path, n, redactLine(line))
+			// The line is not echoed: it may be a pasted secret.
+			return fmt.Errorf("%s:%d: expected KEY=VALUE (a name of letters, digits and _, then =)", path, n)
 		}
 		v, err := unquote(strings.TrimSpace(value))
 		if err != nil {
@@ -160,14 +161,6 @@ func validKey(k string) bool {
 		}
 	}
 	return true
-}
-
-// redactLine keeps a malformed line recognisable without echoing what may be a secret.
-func redactLine(line string) string {
-	if len(line) > 12 {
-		return line[:12] + "…"
-	}
-	return line
 }
 
 func unquote(v string) (string, error) {
