@@ -73,6 +73,9 @@ type Limits struct {
 	MaxChars          int   // extracted characters, over all pages
 	ArchiveMaxBytes   int64 // declared uncompressed bytes of an Office ZIP
 	ArchiveMaxEntries int   // entries of an Office ZIP
+	// WorkerHeapBytes is the extraction worker's soft heap limit
+	// (DOCUMENT_WORKER_HEAP_MB); zero means DefaultWorkerHeapBytes.
+	WorkerHeapBytes int64 `json:",omitempty"`
 }
 
 const maxHeadings = 50

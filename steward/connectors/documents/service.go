@@ -73,6 +73,7 @@ func OptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, err
 			MaxChars:          int(cfg.Clamp("DOCUMENT_MAX_EXTRACTED_CHARS", DefaultMaxChars, 1, MaxMaxChars)),
 			ArchiveMaxBytes:   cfg.Clamp("DOCUMENT_ARCHIVE_MAX_BYTES", DefaultArchiveMaxBytes, 1, MaxArchiveMaxBytes),
 			ArchiveMaxEntries: ArchiveMaxEntries,
+			WorkerHeapBytes:   cfg.Clamp("DOCUMENT_WORKER_HEAP_MB", DefaultWorkerHeapBytes>>20, 32, 4096) << 20,
 		},
 		CacheMaxBytes: cfg.Clamp("DOCUMENT_CACHE_MAX_BYTES", DefaultCacheMaxBytes, 1, MaxCacheMaxBytes),
 	}

@@ -306,6 +306,12 @@ func TestOptionsFromConfigDefaultsAndOff(t *testing.T) {
 	if opts.Timeout != time.Second || opts.MaxBytes != MaxMaxBytes || opts.Embedder != nil || opts.Limits.MaxChars != DefaultMaxChars {
 		t.Fatalf("clamping/defaults: %+v", opts)
 	}
+	if opts.Limits.WorkerHeapBytes != DefaultWorkerHeapBytes {
+		t.Errorf("default worker heap = %d", opts.Limits.WorkerHeapBytes)
+	}
+	if o, _ := OptionsFromConfig(loadConfig(t, map[string]string{"DOCUMENT_WORKER_HEAP_MB": "512"}), nil); o.Limits.WorkerHeapBytes != 512<<20 {
+		t.Errorf("DOCUMENT_WORKER_HEAP_MB=512 gave %d bytes", o.Limits.WorkerHeapBytes)
+	}
 	cfg = loadConfig(t, map[string]string{"GATEWAY_BASE_URL": "http://127.0.0.1:9/v1"})
 	opts, err = OptionsFromConfig(cfg, nil)
 	if err != nil {

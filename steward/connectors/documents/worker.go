@@ -27,18 +27,21 @@ type workerResponse struct {
 	Message string     `json:"message,omitempty"`
 }
 
-// workerMemoryLimit is the worker's soft Go heap target, the counterpart of
-// the reference's 256 MiB parser heap.
-const workerMemoryLimit = 256 << 20
+// DefaultWorkerHeapBytes is the worker's soft Go heap target, the
+// counterpart of the reference's 256 MiB parser heap.
+const DefaultWorkerHeapBytes = 256 << 20
 
 // ServeWorker runs one extraction for a parent process: it reads a request
 // from in, extracts, and writes the result to out. The parent enforces the
 // deadline by killing the process, which stops any parser wherever it is.
 func ServeWorker(ctx context.Context, in io.Reader, out io.Writer) error {
-	debug.SetMemoryLimit(workerMemoryLimit)
+	debug.SetMemoryLimit(DefaultWorkerHeapBytes)
 	var req workerRequest
 	if err := json.NewDecoder(io.LimitReader(in, 1<<20)).Decode(&req); err != nil {
 		return fmt.Errorf("read extraction request: %w", err)
+	}
+	if req.Limits.WorkerHeapBytes > 0 {
+		debug.SetMemoryLimit(req.Limits.WorkerHeapBytes)
 	}
 	var resp workerResponse
 	doc, err := extractFile(ctx, req.Path, req.Format, req.Limits)
