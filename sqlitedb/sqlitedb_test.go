@@ -194,7 +194,7 @@ func TestFTS5Trigram(t *testing.T) {
 		match string
 		want  []string
 	}{
-		{`"9544"`, []string{"Train to Milano"}},   // substring inside a token
+		{`"9544"`, []string{"Train to Milano"}},    // substring inside a token
 		{`"ecciaro"`, []string{"Train to Milano"}}, // infix
 		{`"fattura"`, []string{"Fattura Polimi"}},  // case-insensitive
 		{`"zzz"`, nil},
