@@ -169,31 +169,9 @@ func (s *Store) Load(dir, session string, tail state.TailPolicy) ([][]Row, error
 		if i == len(idx.Segments)-1 {
 			policy = tail
 		}
-		var rows []Row
-		_, err := s.pub.ReadJSONL(p, state.ReadOptions{
-			Versions: []int{SegmentFormat},
-			Tail:     policy,
-			Validate: func(_ int, env state.Envelope) error {
-				for _, raw := range env.Rows {
-					var r Row
-					dec := json.NewDecoder(bytes.NewReader(raw))
-					dec.DisallowUnknownFields()
-					if err := dec.Decode(&r); err != nil {
-						return err
-					}
-					if !rowKinds[r.Kind] || r.ID == "" {
-						return fmt.Errorf("invalid row kind %q", r.Kind)
-					}
-					rows = append(rows, r)
-				}
-				return nil
-			},
-		})
+		rows, err := s.readSegment(p, policy)
 		if err != nil {
 			return nil, err
-		}
-		if err := ValidatePairs(rows); err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		out = append(out, rows)
 	}
