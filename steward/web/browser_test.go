@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentstack/agentstack/steward/watch"
 )
 
 // The browser tests drive headless Chromium against a real host with the
@@ -540,6 +542,37 @@ func TestBrowserDesktop(t *testing.T) {
 		b.shot("system-desktop")
 	})
 
+	t.Run("notify.js: payloads, clicks, messages and URLs (the module the service worker imports)", func(t *testing.T) {
+		b.t = t
+		testNotifyModule(t, b)
+	})
+
+	var watchChat string
+	t.Run("watch turns mark their chat unread and show in it", func(t *testing.T) {
+		b.t = t
+		watchChat = testWatchTurnsInChats(t, b, h)
+	})
+
+	t.Run("a notification's URL opens its chat after authentication", func(t *testing.T) {
+		b.t = t
+		testChatURL(t, b, h, watchChat)
+	})
+
+	t.Run("enable notifications: offer, blocked, subscribe, test push, re-sync", func(t *testing.T) {
+		b.t = t
+		testEnableNotifications(t, b, h)
+	})
+
+	t.Run("a push shows its notification; a click opens the chat", func(t *testing.T) {
+		b.t = t
+		testPushAndClick(t, b, h, watchChat)
+	})
+
+	t.Run("turn notifications off", func(t *testing.T) {
+		b.t = t
+		testDisableNotifications(t, b, h)
+	})
+
 	// Measured, not asserted (a loaded CI machine must not fail it): the
 	// browser is warm, its HTTP cache, service worker and cache storage empty.
 	t.Run("load time with an empty cache", func(t *testing.T) {
@@ -555,7 +588,11 @@ func TestBrowserDesktop(t *testing.T) {
 			}
 			b.do(chromedp.Navigate(h.url()))
 			b.wait(`document.documentElement.dataset.ready === '1'`)
-			if n := eval[[]string](b, `performance.getEntriesByType('resource').filter((e) => /\/assets\/.*\.(js|css)$/.test(e.name) && e.transferSize === 0).map((e) => e.name + ' ' + e.initiatorType)`); len(n) > 0 {
+			// What loads before the app is usable came from the network. (Modules
+			// loaded later, such as notifications.js, may come from the service
+			// worker the page just installed.)
+			if n := eval[[]string](b, `performance.getEntriesByType('resource').filter((e) => /\/assets\/.*\.(js|css)$/.test(e.name) && e.transferSize === 0 &&
+				e.startTime < performance.getEntriesByName('steward-ready')[0].startTime).map((e) => e.name + ' ' + e.initiatorType)`); len(n) > 0 {
 				t.Errorf("assets from a cache: %v", n)
 			}
 			runs = append(runs, eval[float64](b, `performance.getEntriesByName('steward-ready')[0].startTime`))
@@ -573,10 +610,17 @@ func TestBrowserMobile(t *testing.T) {
 	b := newBrowser(t, 360, 740, true)
 	h := newHarness(t)
 
-	t.Run("a device the host does not pair asks for the token once", func(t *testing.T) {
+	t.Run("a device the host does not pair asks for the token once, then opens the notification's chat", func(t *testing.T) {
 		b.t = t
 		h.refusePair.Store(true)
-		b.do(chromedp.Navigate(h.url()))
+		// The phone opens the app from a watch notification (/?chat=…)
+		// before it was ever paired: the chat opens once the token is in.
+		chat, err := h.store.Create(context.Background(), "Treno", "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.deliverWatch(t, watch.Turn{ChatID: chat.ID, WatchID: "watch_m", EventID: "ev_m", Fallback: "Il treno 2071 è in ritardo di 5 minuti."})
+		b.do(chromedp.Navigate(h.url() + "?chat=" + chat.ID))
 		b.wait(`document.querySelector('#pair-token')`)
 		b.setValue("#pair-token", "wrong-token-0123456789")
 		b.click(".pair-form", "Pair")
@@ -584,12 +628,17 @@ func TestBrowserMobile(t *testing.T) {
 		if tok := eval[string](b, `localStorage.getItem('steward.token') || ''`); tok != "" {
 			t.Errorf("a refused token was kept: %q", tok)
 		}
+		if q := eval[string](b, `location.search`); q != "?chat="+chat.ID {
+			t.Errorf("the chat parameter is gone before authentication: %q", q)
+		}
 		b.setValue("#pair-token", hostToken)
 		b.click(".pair-form", "Pair")
 		b.wait(`document.documentElement.dataset.ready === '1'`)
 		if tok := eval[string](b, `localStorage.getItem('steward.token')`); tok != hostToken {
 			t.Errorf("stored token = %q", tok)
 		}
+		b.wait(fmt.Sprintf(`location.search === '' && location.hash === %s`, js("#/c/"+chat.ID)))
+		b.wait(`[...document.querySelectorAll('.msg.assistant')].some((m) => m.textContent.includes('in ritardo di 5 minuti'))`)
 		// A reload keeps the pairing without asking again.
 		b.do(chromedp.Reload())
 		b.wait(`document.documentElement.dataset.ready === '1' && !document.querySelector('#pair-token')`)
@@ -627,7 +676,12 @@ func TestBrowserMobile(t *testing.T) {
 	t.Run("chats, usage, and More → audit and system", func(t *testing.T) {
 		b.t = t
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="chats"]`))
-		b.wait(`getComputedStyle(document.getElementById('sidebar')).display !== 'none' && document.querySelectorAll('.chat-link').length === 1`)
+		b.wait(`getComputedStyle(document.getElementById('sidebar')).display !== 'none' && document.querySelectorAll('.chat-link').length === 2`)
+		// The one-time notification offer fits a phone's chat list.
+		b.wait(`document.querySelector('#sidebar .notify-prompt')`)
+		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 360 {
+			t.Errorf("the chat list with the notification offer is %d px wide", w)
+		}
 		b.shot("chats-mobile")
 		h.flush()
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="usage"]`))

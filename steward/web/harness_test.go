@@ -28,6 +28,7 @@ import (
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/web"
 )
@@ -56,6 +57,8 @@ type harness struct {
 	audit    *audit.Ledger
 	pol      *policy.Policy
 	gw       *gateway.Gateway
+	push     *push.Service
+	pushSrv  *httptest.Server // the push service every subscription's endpoint reaches
 
 	addr string
 	srv  *http.Server
@@ -66,10 +69,12 @@ type harness struct {
 	// machine, to drive the app's manual pairing.
 	refusePair atomic.Bool
 
-	mu    sync.Mutex
-	calls map[string][]string // tool → args received
-	hold  chan struct{}       // the next plain reply streams its first chunk, then waits
-	seq   int
+	mu        sync.Mutex
+	calls     map[string][]string // tool → args received
+	pushCalls []string            // "METHOD /push/… Authorization" in arrival order
+	pushSent  []string            // paths the push service received
+	hold      chan struct{}       // the next plain reply streams its first chunk, then waits
+	seq       int
 }
 
 func newHarness(t *testing.T) *harness {
@@ -100,6 +105,23 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.gwSrv = httptest.NewServer(h.gw.Handler())
+	// Every push endpoint (whatever its host) reaches this loopback push
+	// service, which accepts the message.
+	h.pushSrv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.pushSent = append(h.pushSent, r.URL.Path)
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	client := h.pushSrv.Client()
+	tr := client.Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, h.pushSrv.Listener.Addr().String())
+	}
+	tr.TLSClientConfig.InsecureSkipVerify = true // the test server's certificate names 127.0.0.1, not the endpoint's host
+	if h.push, err = push.Open(push.Options{Home: h.home, HTTPClient: &http.Client{Transport: tr, Timeout: 30 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
 	h.start("127.0.0.1:0")
 	t.Cleanup(h.close)
 	return h
@@ -119,6 +141,16 @@ func (h *harness) start(addr string) {
 			SystemPrompt: "test prompt", Tools: h.tools, Policy: h.pol, ApprovalTimeout: 5 * time.Minute,
 			Audit: host.LedgerAuditor(h.audit),
 		},
+	})
+	// The push routes as steward serve mounts them (behind the token), with
+	// each authorised call recorded.
+	h.push.Mount(func(pattern string, next http.Handler) {
+		h.host.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.mu.Lock()
+			h.pushCalls = append(h.pushCalls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+			h.mu.Unlock()
+			next.ServeHTTP(w, r)
+		}))
 	})
 	var ln net.Listener
 	var err error
@@ -158,6 +190,7 @@ func (h *harness) close() {
 	h.host.Close()
 	h.ln.dropAll()
 	h.gwSrv.Close()
+	h.pushSrv.Close()
 	h.audit.Close()
 	h.ledger.Close()
 	h.store.Close()

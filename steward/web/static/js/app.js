@@ -4,6 +4,7 @@
 import { h, clear } from './dom.js';
 import { Connection, tokens, pair } from './conn.js';
 import { ChatView } from './chat.js';
+import { chatParam, withoutChatParam, chatFromMessage } from './notify.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -20,11 +21,20 @@ class App {
     this.list = $('#chat-list');
     this.statusEl = $('#conn-status');
     this.banner = $('#banner');
+    // A notification opened this window for a chat (?chat=…): selected once
+    // the connection is authenticated, then removed from the address bar.
+    this.pendingChat = chatParam(location.href).chatId;
+    this.pushPrompt = null;
 
     $('#new-chat').addEventListener('click', () => this.go('#/new'));
     this.conn.addEventListener('status', (e) => this.onStatus(e.detail));
     this.conn.addEventListener('frame', (e) => this.onFrame(e.detail));
     addEventListener('hashchange', () => this.route());
+    // A chat that received automatic messages while the page was hidden is
+    // marked read when it is looked at again.
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible') this.markOpenChatRead();
+    });
     this.setupMore();
   }
 
@@ -60,8 +70,9 @@ class App {
       // Counted so that a reconnection is observable (tests, diagnostics).
       document.documentElement.dataset.connects = String(Number(document.documentElement.dataset.connects || 0) + 1);
       this.conn.request({ type: 'chat.list' }).then(() => {
-        // A chat that was open is restored, with its pending approvals.
-        if (this.view?.chatId) this.openChat(this.view.chatId);
+        // A chat a notification asked for, or the one that was open
+        // (restored with its pending approvals).
+        if (!this.openPendingChat() && this.view?.chatId) this.openChat(this.view.chatId);
         this.markReady();
       }, () => {});
     }
@@ -86,6 +97,45 @@ class App {
     this.ready = true;
     performance.mark('steward-ready');
     document.documentElement.dataset.ready = '1';
+    this.setupPush();
+  }
+
+  // openPendingChat shows the chat a notification asked for, once the
+  // connection is up, and drops the chat parameter from the address bar (a
+  // reload must not jump back to it). It reports whether it routed.
+  openPendingChat() {
+    const id = this.pendingChat;
+    this.pendingChat = '';
+    if (chatParam(location.href).present) {
+      // replaceState fires no hashchange: route by hand.
+      history.replaceState(history.state, '', withoutChatParam(location.href, id));
+      if (id) this.route();
+    } else if (id) this.go(`#/c/${encodeURIComponent(id)}`);
+    return !!id;
+  }
+
+  // openFromNotification handles the service worker's request to show a chat
+  // (a notification clicked while this window was open).
+  openFromNotification(id) {
+    this.pendingChat = id;
+    if (this.ready && this.conn.status === 'open') this.openPendingChat();
+  }
+
+  // setupPush loads the notification module after the app is usable: a
+  // one-time offer in the sidebar, and an existing subscription re-sent to
+  // the host.
+  setupPush() {
+    import('./notifications.js').then((m) => {
+      this.pushPrompt = m.prompt(this, $('.chat-nav'));
+      m.syncPush().catch(() => {});
+    }, () => {});
+  }
+
+  // markOpenChatRead reads the chat on screen again when automatic messages
+  // (a watch) marked it unread: opening is what tells the host it was seen.
+  markOpenChatRead() {
+    const id = this.view?.chatId;
+    if (id && this.chats.get(id)?.unread && document.visibilityState === 'visible' && this.conn.status === 'open') this.openChat(id, 0, true);
   }
 
   onFrame(f) {
@@ -98,6 +148,7 @@ class App {
         this.chats.set(f.chat.id, { ...this.chats.get(f.chat.id), ...f.chat });
         if (this.view?.chatId === f.chat.id) this.view.setTitle(f.chat.title);
         this.renderChatList();
+        this.markOpenChatRead(); // automatic messages in the chat on screen are read
         return;
       }
       case 'chat.deleted':
@@ -143,17 +194,24 @@ class App {
 
   // openChat loads a chat's transcript. The host stores an entry before it
   // publishes its frame, so when a stored kind of frame arrived while the
-  // transcript was on its way, a second read has everything.
-  openChat(id, tries = 0) {
+  // transcript was on its way, a second read has everything. With live, the
+  // view follows the chat already and its running state (from live frames)
+  // is kept: the host may still count a turn whose turn.done has arrived.
+  openChat(id, tries = 0, live = false) {
     const view = this.view;
     const seen = view.stored;
     this.conn.request({ type: 'chat.open', chatId: id }).then((t) => {
       if (this.view !== view) return;
       const c = this.chats.get(id);
       if (c) c.unread = false;
+      const running = view.running;
       view.load(t);
+      if (live) {
+        view.running = running;
+        view.updateComposer();
+      }
       this.renderChatList();
-      if (view.stored !== seen && tries < 3) this.openChat(id, tries + 1);
+      if (view.stored !== seen && tries < 3) this.openChat(id, tries + 1, live);
     }, (err) => {
       if (this.view?.chatId === id && this.conn.status === 'open') {
         this.toast(`Could not open the chat: ${err.message}`);
@@ -253,5 +311,12 @@ class App {
 const app = new App();
 app.start();
 if ('serviceWorker' in navigator && window.isSecureContext) {
-  navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(() => {});
+  navigator.serviceWorker.register('/sw.js', { scope: '/', type: 'module' }).catch(() => {});
+  // Only our own service worker can post here; its message is validated.
+  navigator.serviceWorker.addEventListener('message', (e) => {
+    if (!(e.source instanceof ServiceWorker) || (e.origin && e.origin !== location.origin)) return;
+    const id = chatFromMessage(e.data);
+    if (id) app.openFromNotification(id);
+  });
+  navigator.serviceWorker.startMessages();
 }

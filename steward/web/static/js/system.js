@@ -1,15 +1,17 @@
 // The System page: GET /system/status (host, gateway and connector status
-// and the tool inventory) and this device's pairing controls.
+// and the tool inventory), this device's notifications and its pairing
+// controls.
 
 import { h, clear, table, fmtInt, fmtTime } from './dom.js';
 import { api, tokens } from './conn.js';
+import { controls as notificationControls } from './notifications.js';
 
 export function render(app) {
   const body = h('div', { 'aria-live': 'polite' });
   const page = h('section', { class: 'page system-page', 'aria-labelledby': 'system-title' },
     h('header', { class: 'view-header' }, h('h2', { id: 'system-title' }, 'System'),
       h('button', { type: 'button', 'on:click': () => load() }, 'Refresh')),
-    body, pairing(app));
+    body, notificationControls(app), pairing(app));
   async function load() {
     page.setAttribute('aria-busy', 'true');
     try {
