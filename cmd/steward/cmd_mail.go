@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mail"
+	"github.com/agentstack/agentstack/steward/connectors/mail/bench"
+	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
+	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+	"github.com/agentstack/agentstack/steward/connectors/mail/server"
+)
+
+// mailJobs are the `steward mail JOB` subcommands.
+var mailJobs = []struct {
+	name, summary string
+	run           func(ctx context.Context, env *cliEnv, args []string) error
+}{
+	{"backfill", "import mail not yet mirrored, newest first (resumes where it stopped)", mailBackfill},
+	{"reconcile", "converge the mirror on the stores: ingest new/changed files, remove vanished ones", mailReconcile},
+	{"watch", "follow file events and reconcile periodically until interrupted", mailWatch},
+	{"embed", "embed mirrored messages that have no current vector", mailEmbed},
+	{"reindex", "rebuild the FTS5, trigram and thread data from the message rows", mailReindex},
+	{"status", "show what the mirror holds and the files it could not read", mailStatus},
+}
+
+func init() {
+	register(&command{
+		Name:    "mail",
+		Summary: "mirror local mail (Maildir, Apple Mail) and keep its indexes",
+		Run: func(ctx context.Context, env *cliEnv, args []string) error {
+			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+				fmt.Fprintln(env.Stderr, "Usage: steward mail JOB [options]\n\nJobs:")
+				for _, j := range mailJobs {
+					fmt.Fprintf(env.Stderr, "  %-10s %s\n", j.name, j.summary)
+				}
+				fmt.Fprintln(env.Stderr, "\nAccounts come from STEWARD_HOME/mail.yaml (MAIL_CONFIG); see docs/mail.md.")
+				if len(args) == 0 {
+					return errUsage
+				}
+				return nil
+			}
+			for _, j := range mailJobs {
+				if j.name == args[0] {
+					return j.run(ctx, env, args[1:])
+				}
+			}
+			return fmt.Errorf("unknown mail job %q (have: backfill, reconcile, watch, embed, reindex, status)", args[0])
+		},
+	})
+	registerMCP("mail", mailMCP)
+	registerBench(&benchmark{Name: "mail", Summary: "mail mirror at the reference scale: backfill vs notmuch, retrieval cases vs C SQLite and vec0", Run: mailBench})
+}
+
+// mailSettings loads the configuration the mail jobs share.
+func mailSettings(env *cliEnv) (*mail.Settings, error) {
+	cfg, err := env.Config()
+	if err != nil {
+		return nil, err
+	}
+	return mail.LoadSettings(cfg, mail.UserHome())
+}
+
+func openMirror(ctx context.Context, env *cliEnv, s *mail.Settings) (*mirror.Store, error) {
+	return mirror.Open(ctx, mirror.Options{DBPath: s.DBPath, BlobDir: s.BlobDir, Accounts: s.Config.Accounts,
+		EmbedMaxChars: s.EmbedMaxChars, Log: env.Log})
+}
+
+// progressLine rewrites one status line on a terminal and prints plain
+// lines elsewhere (logs, pipes).
+type progressLine struct {
+	w   io.Writer
+	tty bool
+	n   int
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progressLine) update(s string, final bool) {
+	switch {
+	case p.tty:
+		pad := ""
+		if len(s) < p.n {
+			pad = strings.Repeat(" ", p.n-len(s))
+		}
+		fmt.Fprintf(p.w, "\r%s%s", s, pad)
+		p.n = len(s)
+		if final {
+			fmt.Fprintln(p.w)
+		}
+	default:
+		fmt.Fprintln(p.w, s)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func syncFlags(env *cliEnv, name, description string) (*flag.FlagSet, *bool, *string, *int) {
+	fs := newFlagSet(env, "mail "+name, "[options]", description)
+	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout")
+	account := fs.String("account", "", "limit the run to this account")
+	workers := fs.Int("workers", 0, "parallel parsers (default: one per core)")
+	return fs, asJSON, account, workers
+}
+
+func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, description string) error {
+	fs, asJSON, account, workers := syncFlags(env, mode.String(), description)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := mailSettings(env)
+	if err != nil {
+		return err
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	opts := mirror.SyncOptions{Mode: mode, Workers: *workers}
+	if *account != "" {
+		opts.Accounts = []string{*account}
+	}
+	line := newProgressLine(env.Stderr)
+	opts.Progress = func(p mirror.Progress) { line.update(p.String(), p.Final) }
+	st, err := store.Sync(ctx, opts)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s interrupted; what was committed is kept and the next run resumes", mode)
+		}
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, st)
+	}
+	fmt.Fprintf(env.Stdout, "%s: %d files, %d new, %d updated, %d extra copies, %d renamed, %d unchanged, %d removed paths, %d soft-deleted, %d errors in %s\n",
+		mode, st.Scanned, st.New, st.Updated, st.PathOnly, st.Renamed, st.Unchanged, st.Removed, st.SoftDeleted, st.Errors, st.Duration.Round(time.Millisecond))
+	for _, u := range st.Unreadable {
+		fmt.Fprintf(env.Stdout, "  unreadable (kept as it was): %s\n", u)
+	}
+	if st.Errors > 0 {
+		fmt.Fprintln(env.Stdout, "  run 'steward mail status' to see the files that could not be read")
+	}
+	return nil
+}
+
+func mailBackfill(ctx context.Context, env *cliEnv, args []string) error {
+	return runSync(ctx, env, mirror.Backfill, args, "Imports every message file not yet mirrored, newest first, with a progress line.\n"+
+		"Interrupting it keeps what was committed; running it again resumes.")
+}
+
+func mailReconcile(ctx context.Context, env *cliEnv, args []string) error {
+	return runSync(ctx, env, mirror.Reconcile, args, "Diffs paths and modification times against the mirror: removes vanished paths,\n"+
+		"ingests new and changed files, soft-deletes messages left without any file.")
+}
+
+func mailWatch(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "mail watch", "[options]", "Ingests new, changed and removed message files as file events arrive, and runs a full\n"+
+		"reconcile at start and every interval (events are an optimisation; reconcile is authoritative).")
+	interval := fs.Duration("interval", 10*time.Minute, "full reconcile interval")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := mailSettings(env)
+	if err != nil {
+		return err
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	err = store.Watch(ctx, mirror.WatchOptions{Reconcile: *interval, OnSync: func(st mirror.SyncStats, err error) {
+		if err != nil {
+			env.Log.Error("mail sync failed", "mode", st.Mode, "err", err)
+			return
+		}
+		if st.New+st.Updated+st.Removed+st.SoftDeleted+st.Errors+st.Renamed > 0 {
+			env.Log.Info("mail synced", "mode", st.Mode, "new", st.New, "updated", st.Updated, "renamed", st.Renamed,
+				"removed", st.Removed, "softDeleted", st.SoftDeleted, "errors", st.Errors)
+		}
+	}})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func mailEmbed(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "mail embed", "[options]", "Embeds messages without a current vector through the gateway's local-embed model\n"+
+		"(MAIL_EMBED_ENDPOINT; off disables), newest first, in batches of MAIL_EMBED_BATCH.")
+	loop := fs.Bool("loop", false, "keep running: drain the backlog, then wait; back off while the endpoint is down")
+	limit := fs.Int("limit", 0, "stop after this many messages (default: the whole backlog)")
+	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := mailSettings(env)
+	if err != nil {
+		return err
+	}
+	emb := s.Embedder("mail-mirror", "embed")
+	if emb == nil {
+		return fmt.Errorf("embeddings are off (%s); search stays lexical", s.EmbedOff)
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	line := newProgressLine(env.Stderr)
+	opts := mirror.EmbedOptions{Embedder: emb, Model: s.EmbedModel, Batch: s.EmbedBatch, Limit: *limit,
+		Progress: func(st mirror.EmbedStats) {
+			line.update(fmt.Sprintf("embed: %d embedded, %d failed, %d pending", st.Embedded, st.Failed, st.Pending), false)
+		}}
+	if *loop {
+		err := store.EmbedLoop(ctx, mirror.EmbedLoopOptions{EmbedOptions: opts, OnRun: func(st mirror.EmbedStats, err error) {
+			if err != nil {
+				env.Log.Warn("mail embedding paused", "err", err, "cause", st.LastError, "pending", st.Pending)
+			} else if st.Embedded > 0 {
+				env.Log.Info("mail embedded", "embedded", st.Embedded, "failed", st.Failed, "pending", st.Pending)
+			}
+		}})
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	st, err := store.Embed(ctx, opts)
+	line.update(fmt.Sprintf("embed: %d embedded, %d failed, %d pending", st.Embedded, st.Failed, st.Pending), true)
+	if *asJSON {
+		if werr := writeJSON(env.Stdout, st); werr != nil {
+			return werr
+		}
+	}
+	if errors.Is(err, mirror.ErrEmbedUnavailable) {
+		return fmt.Errorf("%w (%s); %d messages stay pending for the next run", err, st.LastError, st.Pending)
+	}
+	return err
+}
+
+func mailReindex(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "mail reindex", "[options]", "Rebuilds the FTS5 and trigram indexes and thread counts from the message rows.")
+	vectors := fs.Bool("vectors", false, "also drop every vector; 'steward mail embed' rebuilds them")
+	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := mailSettings(env)
+	if err != nil {
+		return err
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, err := store.Reindex(ctx, mirror.ReindexOptions{Vectors: *vectors})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, st)
+	}
+	fmt.Fprintf(env.Stdout, "reindexed %d messages in %d threads in %s\n", st.Messages, st.Threads, st.Duration.Round(time.Millisecond))
+	return nil
+}
+
+func mailStatus(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "mail status", "[options]", "Shows what the mirror holds and the files it could not read.")
+	asJSON := fs.Bool("json", false, "print as JSON on stdout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := mailSettings(env)
+	if err != nil {
+		return err
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, err := store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	errs, err := store.IngestErrors(ctx, 20)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"stats": st, "ingestErrors": errs, "config": s.Config.Source, "database": s.DBPath})
+	}
+	fmt.Fprintf(env.Stdout, "mirror %s (accounts from %s)\n", s.DBPath, s.Config.Source)
+	fmt.Fprintf(env.Stdout, "  %d messages (%d partial, %d without body), %d deleted, %d threads, %d attachments\n",
+		st.Messages, st.PartialBodies, st.NoBodies, st.Deleted, st.Threads, st.Attachments)
+	fmt.Fprintf(env.Stdout, "  %d embedded, %d pending", st.Embedded, st.PendingEmbeds)
+	if st.VectorDim > 0 {
+		fmt.Fprintf(env.Stdout, " (%s, %d dimensions)", st.VectorModel, st.VectorDim)
+	}
+	fmt.Fprintln(env.Stdout)
+	if len(errs) > 0 {
+		fmt.Fprintf(env.Stdout, "  %d files could not be read; the latest:\n", st.IngestErrors)
+		for _, e := range errs {
+			fmt.Fprintf(env.Stdout, "    %s: %s\n", e.Path, e.Error)
+		}
+	}
+	return nil
+}
+
+// mailMCP builds `steward mcp mail`. The mirror is opened once read-write so
+// that its schema exists, then searched through read-only connections.
+func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
+	s, err := mailSettings(env)
+	if errors.Is(err, mail.ErrNoConfig) {
+		// Serve the tools anyway, so that the agent can say what to configure.
+		env.Log.Warn("mail connector started without accounts", "err", err)
+		return server.NewUnavailable(err.Error(), version), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	store, err := openMirror(ctx, env, s)
+	if err != nil {
+		return nil, err
+	}
+	store.Close()
+	blobs, err := mirror.NewBlobs(s.BlobDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _ := env.Config()
+	engine, err := search.Open(ctx, search.Options{DBPath: s.DBPath, Embedder: s.Embedder("mail-mcp", "query-embed"), SemanticOff: s.EmbedOff,
+		Live: search.NewLiveMailReader(), Log: env.Log})
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
+		Guard: server.DefaultGuard{Home: mail.UserHome(), StewardHome: cfg.Home}})
+}
+
+func mailBench(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "bench mail", "[options]", "Generates a synthetic Maildir at the reference archive's scale (78,000 messages, about\n"+
+		"45,000 threads, 46% partial/none bodies, about 13,900 attachments, 1,024-dimension vectors),\n"+
+		"times 'steward mail backfill' beside 'notmuch new', then runs every retrieval case in a fresh\n"+
+		"process (first query + warm samples, median and p95) beside C SQLite and sqlite-vec's exact KNN.\n"+
+		"Writes a JSON report. Needs several GB of disk and a few minutes; see docs/benchmarks/mail.md.")
+	out := fs.String("out", "mail-bench.json", "report file")
+	dir := fs.String("dir", "", "working folder (default: a temporary folder, removed afterwards)")
+	keep := fs.Bool("keep", false, "keep the working folder")
+	messages := fs.Int("messages", 78000, "active messages to generate")
+	dim := fs.Int("dim", 1024, "vector dimension")
+	samples := fs.Int("samples", 30, "warm samples per case")
+	runCase := fs.String("run-case", "", "internal: run one case in this process ("+bench.CaseNames()+")")
+	db := fs.String("db", "", "internal: database of --run-case")
+	qvec := fs.String("query-vector", "", "internal: query vector file of --run-case")
+	subjectWord := fs.String("subject-word", "quarterly", "internal: subject substring of --run-case")
+	bodyWord := fs.String("body-word", "project", "internal: body word of --run-case")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *runCase != "" {
+		return bench.RunNamedCase(ctx, *runCase, *db, *qvec, *subjectWord, *bodyWord, *samples, env.Stdout)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the steward executable: %w", err)
+	}
+	rep, err := bench.Run(ctx, bench.RunOptions{Dir: *dir, Keep: *keep, Messages: *messages, Dim: *dim, Samples: *samples, Self: self, Log: env.Stderr})
+	if err != nil {
+		return err
+	}
+	rep.Command = "steward bench mail " + strings.Join(args, " ")
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprint(env.Stdout, rep.Summary())
+	fmt.Fprintf(env.Stdout, "report written to %s\n", *out)
+	return nil
+}

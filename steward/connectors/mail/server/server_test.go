@@ -1,0 +1,283 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mail"
+	"github.com/agentstack/agentstack/steward/connectors/mail/internal/archive"
+	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
+	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+)
+
+type recordingOpener struct{ urls []string }
+
+func (r *recordingOpener) Open(ctx context.Context, u, path string) error {
+	r.urls = append(r.urls, u)
+	return nil
+}
+
+type env struct {
+	session *mcp.ClientSession
+	saveDir string
+	opener  *recordingOpener
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	acct := mail.Account{Name: "work", Kind: mail.KindMaildir, Root: filepath.Join(dir, "Maildir"), Layout: mail.LayoutAuto}
+	md := &archive.Maildir{Root: acct.Root}
+	day := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	md.Add("INBOX", archive.Message{ID: "c1@x", From: "Marco <marco@solar.it>", To: []string{"me@example.com"}, Subject: "Solar certification",
+		Body: "The certification is attached.", Date: day, Attach: []archive.Attachment{{Name: "../../cert.pdf", ContentType: "application/pdf", Data: []byte("%PDF cert")}}}, "")
+	md.Add("INBOX", archive.Message{ID: "c2@x", From: "me@example.com", To: []string{"marco@solar.it"}, Subject: "Re: Solar certification",
+		Body: "Thanks!", Date: day.Add(time.Hour), InReplyTo: "c1@x"}, "S")
+	for i := 0; i < 15; i++ {
+		md.Add("Newsletters", archive.Message{ID: "n" + string(rune('a'+i)) + "@x", From: "news@x.example", Subject: "Digest " + string(rune('A'+i)), Body: strings.Repeat("news ", 100),
+			Date: day.Add(-time.Duration(i+1) * 24 * time.Hour)}, "S")
+	}
+	dbPath, blobDir := filepath.Join(dir, "mail.db"), filepath.Join(dir, "blobs")
+	store, err := mirror.Open(ctx, mirror.Options{DBPath: dbPath, BlobDir: blobDir, Accounts: []mail.Account{acct}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if _, err := store.Sync(ctx, mirror.SyncOptions{Mode: mirror.Backfill}); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := search.Open(ctx, search.Options{DBPath: dbPath, SemanticOff: "MAIL_EMBED_ENDPOINT=off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	home := filepath.Join(dir, "home")
+	saveDir := filepath.Join(home, "Downloads")
+	os.MkdirAll(saveDir, 0o755)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	opener := &recordingOpener{}
+	srv, err := New(Options{Engine: engine, Blobs: store.Blobs(), Guard: DefaultGuard{Home: home, StewardHome: filepath.Join(dir, "steward")}, Opener: opener})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	if err := mcp.AddSendingCustomMethod[*PrepareParams, *PrepareResult](client, "steward/prepareSearch"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &env{session: cs, saveDir: saveDir, opener: opener}
+}
+
+// call invokes a tool and decodes its structured result into out; it
+// returns the error text when the tool reports an error.
+func (e *env) call(t *testing.T, name string, args any, out any) string {
+	t.Helper()
+	res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	if res.IsError {
+		var texts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				texts = append(texts, tc.Text)
+			}
+		}
+		return strings.Join(texts, " ")
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: decode %s: %v", name, data, err)
+	}
+	return ""
+}
+
+func TestToolsList(t *testing.T) {
+	e := setup(t)
+	res, err := e.session.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	props := map[string]bool{}
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+		if tool.Name == "search_mail" {
+			data, _ := json.Marshal(tool.InputSchema)
+			var schema struct {
+				Properties map[string]any `json:"properties"`
+			}
+			json.Unmarshal(data, &schema)
+			for k := range schema.Properties {
+				props[k] = true
+			}
+		}
+	}
+	if strings.Join(names, ",") != "list_mailboxes,open_in_mail,read_message,read_thread,save_attachment,search_mail" {
+		t.Errorf("tools %v", names)
+	}
+	for _, p := range []string{"query", "sender", "recipient", "cc", "subjectContains", "bodyContains", "after", "before", "account", "mailbox",
+		"role", "unread", "flagged", "hasAttachments", "sortBy", "perMessage", "offset", "limit"} {
+		if !props[p] {
+			t.Errorf("search_mail lacks argument %q", p)
+		}
+	}
+}
+
+func TestSearchReadSaveOverMCP(t *testing.T) {
+	e := setup(t)
+	var r search.Result
+	if msg := e.call(t, "search_mail", map[string]any{"query": "solar certification"}, &r); msg != "" {
+		t.Fatal(msg)
+	}
+	if len(r.Messages) != 1 || r.Page.Mode != "lexical" || r.Page.Semantic != "off" || !strings.Contains(r.Page.Notice, "MAIL_EMBED_ENDPOINT=off") {
+		t.Fatalf("search %+v", r)
+	}
+	hit := r.Messages[0]
+	if hit.ThreadID == "" || !strings.HasPrefix(hit.MailURL, "message://%3Cc") || hit.Account != "work" || hit.Mailbox != "INBOX" {
+		t.Errorf("summary %+v", hit)
+	}
+	// Page size: default 8, at most 12.
+	var all search.Result
+	e.call(t, "search_mail", map[string]any{"mailbox": "Newsletters", "limit": 50}, &all)
+	if len(all.Messages) != 12 || all.Page.NextOffset == nil || *all.Page.NextOffset != 12 {
+		t.Errorf("page of %d, %+v", len(all.Messages), all.Page)
+	}
+
+	var v search.MessageView
+	var first search.Summary
+	var both search.Result
+	e.call(t, "search_mail", map[string]any{"subjectContains": "certification", "perMessage": true}, &both)
+	for _, m := range both.Messages {
+		if m.Subject == "Solar certification" {
+			first = m
+		}
+	}
+	if msg := e.call(t, "read_message", map[string]any{"id": first.ID}, &v); msg != "" {
+		t.Fatal(msg)
+	}
+	if v.Body != "The certification is attached." || v.BodyState != "full" || len(v.Attachments) != 1 || v.Attachments[0].Filename != "cert.pdf" {
+		t.Fatalf("read %+v", v)
+	}
+	var th search.ThreadView
+	e.call(t, "read_thread", map[string]any{"threadId": first.ThreadID}, &th)
+	if th.MessageCount != 2 || len(th.Messages) != 2 || th.Messages[0].Subject != "Re: Solar certification" {
+		t.Errorf("thread %+v", th)
+	}
+	var boxes MailboxList
+	e.call(t, "list_mailboxes", map[string]any{}, &boxes)
+	if len(boxes.Accounts) != 1 || len(boxes.Accounts[0].Mailboxes) != 2 || boxes.Accounts[0].Mailboxes[0].Unread != 1 {
+		t.Errorf("mailboxes %+v", boxes)
+	}
+
+	// save_attachment: into a folder, twice (no overwrite), then refused places.
+	attID := v.Attachments[0].ID
+	var saved, again SaveResult
+	if msg := e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": e.saveDir}, &saved); msg != "" {
+		t.Fatal(msg)
+	}
+	data, _ := os.ReadFile(saved.Path)
+	if saved.Path != filepath.Join(e.saveDir, "cert.pdf") || string(data) != "%PDF cert" {
+		t.Errorf("saved %+v %q", saved, data)
+	}
+	e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": e.saveDir}, &again)
+	if again.Path != filepath.Join(e.saveDir, "cert (2).pdf") {
+		t.Errorf("second save %q", again.Path)
+	}
+	home := filepath.Dir(e.saveDir)
+	for _, dest := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".ssh", "authorized_keys"), "/etc", "relative/dir", filepath.Join(home, "missing", "x.pdf")} {
+		var out SaveResult
+		msg := e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": dest}, &out)
+		if msg == "" {
+			t.Errorf("save to %s was allowed", dest)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, ".ssh", "cert.pdf")); err == nil {
+		t.Error("attachment written into ~/.ssh")
+	}
+	// A symbolic link cannot smuggle a write into a protected folder.
+	os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(e.saveDir, "innocent"))
+	if msg := e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": filepath.Join(e.saveDir, "innocent")}, &SaveResult{}); !strings.Contains(msg, "protected") {
+		t.Errorf("symlinked destination: %q", msg)
+	}
+
+	var opened OpenResult
+	e.call(t, "open_in_mail", map[string]any{"id": first.ID}, &opened)
+	if !opened.Opened || len(e.opener.urls) != 1 || e.opener.urls[0] != "message://%3Cc1@x%3E" || !strings.HasSuffix(opened.Path, ":2,") && !strings.Contains(opened.Path, "/new/") {
+		t.Errorf("open %+v %v", opened, e.opener.urls)
+	}
+}
+
+func TestToolErrorsAreReadable(t *testing.T) {
+	e := setup(t)
+	cases := []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"search_mail", map[string]any{"account": "nope"}, `unknown account "nope"; known accounts: work`},
+		{"search_mail", map[string]any{"after": "yesterday"}, "not a date"},
+		{"read_message", map[string]any{"id": "12"}, "not found"},
+		{"read_message", map[string]any{"id": "x; DROP TABLE"}, "not a number"},
+		{"read_thread", map[string]any{"threadId": "999999"}, "not found"},
+		{"save_attachment", map[string]any{"attachmentId": "999", "destination": "/tmp"}, "not found"},
+	}
+	for _, c := range cases {
+		var out any
+		if msg := e.call(t, c.tool, c.args, &out); !strings.Contains(msg, c.want) {
+			t.Errorf("%s %v: error %q, want %q", c.tool, c.args, msg, c.want)
+		}
+	}
+}
+
+func TestPrepareSearchMethod(t *testing.T) {
+	e := setup(t)
+	res, err := mcp.CallCustomMethod[*PrepareParams, *PrepareResult](context.Background(), e.session, "steward/prepareSearch", &PrepareParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Messages != 17 || res.Vectors != 0 {
+		t.Errorf("prepare %+v", res)
+	}
+}
+
+func TestUnavailableServerExplains(t *testing.T) {
+	ctx := context.Background()
+	srv := NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test")
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_mail", Arguments: map[string]any{"query": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "mail.yaml") {
+		t.Errorf("result %+v", res)
+	}
+}
