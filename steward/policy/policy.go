@@ -39,8 +39,7 @@ type Rules struct {
 // and the host, which run without a card.
 var BuiltinAllow = []string{
 	// mail
-	"mcp__mail__search_mail", "mcp__mail__read_email", "mcp__mail__read_thread", "mcp__mail__list_mailboxes",
-	"mcp__mail__list_accounts", "mcp__mail__read_attachment",
+	"mcp__mail__search_mail", "mcp__mail__read_message", "mcp__mail__read_thread", "mcp__mail__list_mailboxes",
 	// calendar and contacts
 	"mcp__calendar__search_events", "mcp__calendar__read_event", "mcp__calendar__list_calendars",
 	"mcp__calendar__check_availability", "mcp__contacts__search_contacts", "mcp__contacts__resolve_recipient",
