@@ -226,8 +226,22 @@ func ReadSSE(r io.Reader, fn func(data []byte) error) error {
 	return ErrStreamTruncated
 }
 
+// BaseURL returns the endpoint the client calls, without a trailing slash.
+func (c *Client) BaseURL() string { return c.base }
+
 // Embed returns one vector per input, in input order.
 func (c *Client) Embed(ctx context.Context, model string, inputs []string) ([][]float32, error) {
+	return c.embed(ctx, model, inputs, false)
+}
+
+// EmbedPartial is Embed for callers that retry or skip single inputs: an
+// input the server returned no vector for gets a nil vector instead of
+// failing the whole call. Out-of-range or repeated indexes still fail it.
+func (c *Client) EmbedPartial(ctx context.Context, model string, inputs []string) ([][]float32, error) {
+	return c.embed(ctx, model, inputs, true)
+}
+
+func (c *Client) embed(ctx context.Context, model string, inputs []string, partial bool) ([][]float32, error) {
 	resp, err := c.post(ctx, "/embeddings", &EmbeddingsRequest{Model: model, Input: inputs}, false)
 	if err != nil {
 		return nil, err
@@ -237,7 +251,7 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []string) ([][]
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxResponseBytes)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decode embeddings: %w", err)
 	}
-	if len(out.Data) != len(inputs) {
+	if len(out.Data) > len(inputs) || (!partial && len(out.Data) != len(inputs)) {
 		return nil, fmt.Errorf("decode embeddings: %d vectors for %d inputs", len(out.Data), len(inputs))
 	}
 	vecs := make([][]float32, len(inputs))
@@ -255,6 +269,9 @@ type Embedder struct {
 	Client *Client
 	Model  string
 	Attribution
+	// Partial makes Embed use EmbedPartial: inputs without a vector in the
+	// answer come back nil instead of failing the batch.
+	Partial bool
 }
 
 // Embed embeds texts with e.Model, attributed to e.Attribution.
@@ -262,5 +279,5 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 	if e.Service != "" {
 		ctx = WithAttribution(ctx, e.Attribution)
 	}
-	return e.Client.Embed(ctx, e.Model, texts)
+	return e.Client.embed(ctx, e.Model, texts, e.Partial)
 }

@@ -3,7 +3,10 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentstack/agentstack/llm"
@@ -134,6 +137,41 @@ func TestEmbed(t *testing.T) {
 	}
 	if srv.Requests()[0].Header.Get("X-Usage-Action") != "search-embed" {
 		t.Error("embedder did not attribute its call")
+	}
+}
+
+func TestEmbedPartial(t *testing.T) {
+	// The server answers out of order and leaves out input 1.
+	var answer atomic.Value
+	answer.Store(`{"data":[{"index":2,"embedding":[0,1]},{"index":0,"embedding":[1,0]}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(answer.Load().(string))) }))
+	t.Cleanup(srv.Close)
+	c := llm.NewClient(llm.ClientOptions{BaseURL: srv.URL + "/v1/"})
+	if c.BaseURL() != srv.URL+"/v1" {
+		t.Errorf("BaseURL() = %q", c.BaseURL())
+	}
+	texts := []string{"a", "b", "c"}
+	if _, err := c.Embed(context.Background(), "m", texts); err == nil || !strings.Contains(err.Error(), "2 vectors for 3 inputs") {
+		t.Errorf("strict Embed of a partial answer: err = %v", err)
+	}
+	e := &llm.Embedder{Client: c, Model: "m", Partial: true}
+	vecs, err := e.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vecs) != 3 || vecs[0][0] != 1 || vecs[1] != nil || vecs[2][1] != 1 {
+		t.Errorf("partial vectors = %v", vecs)
+	}
+	tests := []struct{ name, answer, want string }{
+		{"index out of range", `{"data":[{"index":5,"embedding":[1]}]}`, "bad or repeated index 5"},
+		{"repeated index", `{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[2]}]}`, "bad or repeated index 0"},
+		{"more vectors than inputs", `{"data":[{"index":0},{"index":1},{"index":2},{"index":3}]}`, "4 vectors for 3 inputs"},
+	}
+	for _, tc := range tests {
+		answer.Store(tc.answer)
+		if _, err := c.EmbedPartial(context.Background(), "m", texts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 

@@ -358,7 +358,7 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 		return nil, err
 	}
 	return server.New(server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
-		Guard: server.DefaultGuard{Home: mail.UserHome(), StewardHome: cfg.Home}})
+		Guard: server.NewGuard(mail.UserHome(), cfg.Home)})
 }
 
 func mailBench(ctx context.Context, env *cliEnv, args []string) error {

@@ -32,7 +32,7 @@ func TestDecide(t *testing.T) {
 		"mcp__github__get_issue":       policy.Allow, // exact rule before the prefix
 		"mcp__github__delete_repo":     policy.Deny,  // prefix
 		"mcp__dangerzone__x":           policy.Deny,
-		"mcp__mail__read_message":        policy.Deny, // user overrides a built-in allow
+		"mcp__mail__read_message":      policy.Deny, // user overrides a built-in allow
 		"mcp__calendar__search_events": policy.Gate, // user can tighten
 		"mcp__shell__run_write":        policy.Allow,
 		"unknown_tool":                 policy.Gate,

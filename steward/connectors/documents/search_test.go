@@ -241,7 +241,7 @@ func TestSemanticFindsWithoutLexicalMatch(t *testing.T) {
 	}
 }
 
-func TestHTTPEmbedder(t *testing.T) {
+func TestGatewayEmbedder(t *testing.T) {
 	var got struct {
 		headers http.Header
 		body    map[string]any
@@ -256,7 +256,10 @@ func TestHTTPEmbedder(t *testing.T) {
 		w.Write([]byte(`{"data":[{"index":1,"embedding":[0,1]},{"index":0,"embedding":[1,0]},{"index":2,"embedding":[1]}]}`))
 	}))
 	t.Cleanup(srv.Close)
-	e := &HTTPEmbedder{BaseURL: srv.URL + "/v1", Model: "local-embed", APIKey: "k-123", Dim: 2}
+	e, _, err := embedderFromConfig(loadConfig(t, map[string]string{"DOCUMENT_EMBED_ENDPOINT": srv.URL + "/v1", "DOCUMENT_EMBED_API_KEY": "k-123", "DOCUMENT_EMBED_DIM": "2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	vecs, err := e.Embed(context.Background(), []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +271,10 @@ func TestHTTPEmbedder(t *testing.T) {
 		got.headers.Get("Authorization") != "Bearer k-123" || got.body["model"] != "local-embed" {
 		t.Fatalf("request headers %v body %v", got.headers, got.body)
 	}
-	bad := &HTTPEmbedder{BaseURL: srv.URL + "/nope", Model: "m", APIKey: "k-123"}
+	bad, _, err := embedderFromConfig(loadConfig(t, map[string]string{"DOCUMENT_EMBED_ENDPOINT": srv.URL + "/nope", "DOCUMENT_EMBED_MODEL": "m", "DOCUMENT_EMBED_API_KEY": "k-123"}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := bad.Embed(context.Background(), []string{"a"}); err == nil || strings.Contains(err.Error(), "k-123") || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("error %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/pathguard"
 )
@@ -317,8 +318,8 @@ func TestOptionsFromConfigDefaultsAndOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, ok := opts.Embedder.(*HTTPEmbedder)
-	if !ok || e.BaseURL != "http://127.0.0.1:9/v1" || e.Model != "local-embed" || opts.EmbedderID == "" {
+	e, ok := opts.Embedder.(*llm.Embedder)
+	if !ok || e.Client.BaseURL() != "http://127.0.0.1:9/v1" || e.Model != "local-embed" || opts.EmbedderID == "" {
 		t.Fatalf("gateway embedder: %+v", opts.Embedder)
 	}
 }

@@ -1,17 +1,15 @@
 package mail
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agentstack/agentstack/llm"
 )
 
 // Embedder turns texts into vectors. A nil vector at some index means that
@@ -23,108 +21,37 @@ type Embedder interface {
 // DefaultEmbedModel is the gateway's public embedding model.
 const DefaultEmbedModel = "local-embed"
 
-// HTTPEmbedder calls an OpenAI-compatible /v1/embeddings endpoint, normally
-// the gateway's local-embed model, attributing usage with the
-// x-usage-service and x-usage-action headers.
-type HTTPEmbedder struct {
-	// Endpoint is the full embeddings URL (…/v1/embeddings).
-	Endpoint string
-	Model    string
-	// APIKey is sent as a bearer token when set. It never appears in errors.
-	APIKey string
-	// Service and Action attribute usage, e.g. "mail-mirror" / "embed".
-	Service, Action string
-	Client          *http.Client
-}
+// embedTimeout bounds one embedding request, including reading the answer.
+const embedTimeout = 2 * time.Minute
 
-// EmbeddingsURL turns a configured endpoint into the embeddings URL: a base
-// such as http://127.0.0.1:4000/v1 gets /embeddings appended.
-func EmbeddingsURL(endpoint string) string {
+// embedBaseURL turns a configured endpoint into the API base the shared
+// client expects: a full …/v1/embeddings URL loses its /embeddings.
+func embedBaseURL(endpoint string) string {
 	endpoint = strings.TrimRight(strings.TrimSpace(endpoint), "/")
-	if strings.HasSuffix(endpoint, "/embeddings") {
-		return endpoint
-	}
-	return endpoint + "/embeddings"
+	return strings.TrimSuffix(endpoint, "/embeddings")
 }
 
-type embedRequest struct {
-	Model string   `json:"model"`
-	Input []string `json:"input"`
+// endpointEmbedder names the endpoint in errors, so a failed sync or search
+// says which server failed. Vectors the server left out come back nil.
+type endpointEmbedder struct {
+	*llm.Embedder
 }
 
-type embedResponse struct {
-	Data []struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
-	} `json:"data"`
-	Error *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// Embed sends one request for all texts.
-func (h *HTTPEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	model := h.Model
-	if model == "" {
-		model = DefaultEmbedModel
+// Embed implements Embedder.
+func (e endpointEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	vecs, err := e.Embedder.Embed(ctx, texts)
+	if err == nil {
+		return vecs, nil
 	}
-	body, _ := json.Marshal(embedRequest{Model: model, Input: texts})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("embed: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if h.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+h.APIKey)
-	}
-	if h.Service != "" {
-		req.Header.Set("x-usage-service", h.Service)
-	}
-	if h.Action != "" {
-		req.Header.Set("x-usage-action", h.Action)
-	}
-	client := h.Client
-	if client == nil {
-		client = &http.Client{Timeout: 2 * time.Minute}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if inner := errors.Unwrap(err); inner != nil {
-			err = inner // the *url.Error would repeat the endpoint
+	var ae *llm.APIError
+	if errors.As(err, &ae) {
+		msg := ae.Message
+		if r := []rune(msg); len(r) > 300 {
+			msg = string(r[:300]) + "…"
 		}
-		return nil, fmt.Errorf("embed via %s: %w", h.Endpoint, err)
+		return nil, fmt.Errorf("embed via %s: HTTP %d: %s", e.Client.BaseURL(), ae.Status, msg)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("embed via %s: read response: %w", h.Endpoint, err)
-	}
-	var out embedResponse
-	jerr := json.Unmarshal(data, &out)
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(data))
-		if jerr == nil && out.Error != nil {
-			msg = out.Error.Message
-		}
-		if len(msg) > 300 {
-			msg = msg[:300] + "…"
-		}
-		return nil, fmt.Errorf("embed via %s: HTTP %d: %s", h.Endpoint, resp.StatusCode, msg)
-	}
-	if jerr != nil {
-		return nil, fmt.Errorf("embed via %s: invalid response: %w", h.Endpoint, jerr)
-	}
-	vecs := make([][]float32, len(texts))
-	for i, d := range out.Data {
-		idx := d.Index
-		if idx < 0 || idx >= len(texts) {
-			idx = i
-		}
-		if idx >= 0 && idx < len(texts) {
-			vecs[idx] = d.Embedding
-		}
-	}
-	return vecs, nil
+	return nil, fmt.Errorf("embed via %s: %w", e.Client.BaseURL(), err)
 }
 
 // ValidVector reports whether v is usable: non-empty, finite, not all zero.

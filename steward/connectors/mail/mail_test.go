@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentstack/agentstack/llm"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -88,13 +90,13 @@ func TestClassifyName(t *testing.T) {
 	}
 }
 
-func TestHTTPEmbedder(t *testing.T) {
+func TestGatewayEmbedder(t *testing.T) {
 	var got struct {
-		auth, service, action string
-		body                  embedRequest
+		auth, service, action, path string
+		body                        llm.EmbeddingsRequest
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.auth, got.service, got.action = r.Header.Get("Authorization"), r.Header.Get("x-usage-service"), r.Header.Get("x-usage-action")
+		got.auth, got.service, got.action, got.path = r.Header.Get("Authorization"), r.Header.Get("x-usage-service"), r.Header.Get("x-usage-action"), r.URL.Path
 		json.NewDecoder(r.Body).Decode(&got.body)
 		if got.body.Input[0] == "fail" {
 			w.WriteHeader(http.StatusBadGateway)
@@ -105,7 +107,7 @@ func TestHTTPEmbedder(t *testing.T) {
 		w.Write([]byte(`{"data":[{"index":2,"embedding":[0,1]},{"index":0,"embedding":[1,0]}]}`))
 	}))
 	defer srv.Close()
-	e := &HTTPEmbedder{Endpoint: EmbeddingsURL(srv.URL + "/v1/"), APIKey: "sk-secret", Service: "mail-mirror", Action: "embed"}
+	e := (&Settings{EmbedEndpoint: embedBaseURL(srv.URL + "/v1/embeddings/"), APIKey: "sk-secret"}).Embedder("mail-mirror", "embed")
 	vecs, err := e.Embed(context.Background(), []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func TestHTTPEmbedder(t *testing.T) {
 	if len(vecs) != 3 || vecs[0][0] != 1 || vecs[1] != nil || vecs[2][1] != 1 {
 		t.Errorf("vectors %v", vecs)
 	}
-	if got.auth != "Bearer sk-secret" || got.service != "mail-mirror" || got.action != "embed" || got.body.Model != "local-embed" {
+	if got.auth != "Bearer sk-secret" || got.service != "mail-mirror" || got.action != "embed" || got.body.Model != "local-embed" || got.path != "/v1/embeddings" {
 		t.Errorf("request %+v", got)
 	}
 	_, err = e.Embed(context.Background(), []string{"fail"})

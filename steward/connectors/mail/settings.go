@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/config"
 )
 
@@ -17,8 +19,8 @@ type Settings struct {
 	Config *Config
 	// DBPath and BlobDir locate the mirror under STEWARD_HOME/mail.
 	DBPath, BlobDir string
-	// EmbedEndpoint is the embeddings URL; "" when embeddings are off, and
-	// then EmbedOff says why.
+	// EmbedEndpoint is the OpenAI-compatible API base (…/v1) that serves
+	// embeddings; "" when embeddings are off, and then EmbedOff says why.
 	EmbedEndpoint string
 	EmbedOff      string
 	EmbedModel    string
@@ -44,9 +46,9 @@ func LoadSettings(cfg *config.Config, userHome string) (*Settings, error) {
 	case "off", "none", "disabled", "0", "false":
 		s.EmbedOff = "MAIL_EMBED_ENDPOINT=" + ep
 	case "gateway":
-		s.EmbedEndpoint = EmbeddingsURL(cfg.URL("GATEWAY_BASE_URL", "http://127.0.0.1:4000/v1"))
+		s.EmbedEndpoint = embedBaseURL(cfg.URL("GATEWAY_BASE_URL", "http://127.0.0.1:4000/v1"))
 	default:
-		s.EmbedEndpoint = EmbeddingsURL(cfg.URL("MAIL_EMBED_ENDPOINT", ""))
+		s.EmbedEndpoint = embedBaseURL(cfg.URL("MAIL_EMBED_ENDPOINT", ""))
 	}
 	if err := cfg.Err(); err != nil {
 		return nil, err
@@ -72,13 +74,22 @@ func LoadSettings(cfg *config.Config, userHome string) (*Settings, error) {
 	return s, nil
 }
 
-// Embedder returns the HTTP embedder attributed to service/action, or nil
-// when embeddings are off.
+// Embedder returns the embedder (the shared llm client) attributed to
+// service/action, or nil when embeddings are off.
 func (s *Settings) Embedder(service, action string) Embedder {
 	if s.EmbedEndpoint == "" {
 		return nil
 	}
-	return &HTTPEmbedder{Endpoint: s.EmbedEndpoint, Model: s.EmbedModel, APIKey: s.APIKey, Service: service, Action: action}
+	model := s.EmbedModel
+	if model == "" {
+		model = DefaultEmbedModel
+	}
+	return endpointEmbedder{&llm.Embedder{
+		Client:      llm.NewClient(llm.ClientOptions{BaseURL: s.EmbedEndpoint, APIKey: s.APIKey, HTTPClient: &http.Client{Timeout: embedTimeout}}),
+		Model:       model,
+		Attribution: llm.Attribution{Service: service, Action: action},
+		Partial:     true,
+	}}
 }
 
 // UserHome returns the user's home directory, or "".

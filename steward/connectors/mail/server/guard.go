@@ -1,114 +1,60 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	"github.com/agentstack/agentstack/steward/pathguard"
 )
 
-// PathGuard decides whether a file may be written at path. The host's
-// sensitive-path policy implements it; DefaultGuard is the connector's own.
+// PathGuard is the sensitive-path policy save_attachment asks before it
+// writes; *pathguard.Guard implements it. Check returns the canonical path to
+// write to, or an error wrapping pathguard.ErrBlocked.
 type PathGuard interface {
-	CheckWrite(path string) error
+	Check(path string) (string, error)
 }
 
-// ErrSensitivePath reports a destination the guard refuses.
-var ErrSensitivePath = errors.New("destination is a protected location")
+// systemFolders hold the operating system and installed programs: readable
+// (the shared policy allows /etc/hosts) but never a place for a downloaded
+// file. /proc, /sys and /dev are blocked by the shared policy already; /var
+// and /private are left out because the temporary folders live there.
+var systemFolders = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/opt", "/root",
+	"/System", "/Library", "/Applications"}
 
-// DefaultGuard refuses writes into system folders, the user's hidden
-// folders (~/.ssh, ~/.gnupg, ~/.config …), ~/Library outside Downloads and
-// Desktop-like folders, and Steward's own data directory. Paths are judged
-// after resolving symbolic links, so a link cannot smuggle a write past it.
-type DefaultGuard struct {
-	Home        string // the user's home directory
-	StewardHome string
-}
+// homeStartupFiles are read or run by shells and desktop sessions at start;
+// they are refused even before they exist.
+var homeStartupFiles = []string{".config", ".local", ".profile", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
+	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".xprofile", ".xinitrc", ".xsession", "Library"}
 
-var systemDirs = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/proc", "/sys", "/dev", "/var", "/opt", "/root",
-	"/System", "/Library", "/Applications", "/private", "/Volumes/Recovery"}
-
-// CheckWrite implements PathGuard.
-func (g DefaultGuard) CheckWrite(path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("%w: %q is not an absolute path", ErrSensitivePath, path)
-	}
-	resolved, err := resolveExisting(filepath.Clean(path))
-	if err != nil {
-		return fmt.Errorf("check destination %s: %w", path, err)
-	}
-	within := func(dir string) bool {
-		if dir == "" {
-			return false
-		}
-		d, err := resolveExisting(filepath.Clean(dir))
-		if err != nil {
-			d = filepath.Clean(dir)
-		}
-		return resolved == d || strings.HasPrefix(resolved, d+string(filepath.Separator))
-	}
-	if within(g.StewardHome) {
-		return fmt.Errorf("%w: %s is inside Steward's data directory", ErrSensitivePath, path)
-	}
-	home := g.Home
-	if home != "" && within(home) {
-		rel, _ := filepath.Rel(mustResolve(home), resolved)
-		first := strings.Split(rel, string(filepath.Separator))[0]
-		if strings.HasPrefix(first, ".") {
-			return fmt.Errorf("%w: %s is inside a hidden folder of your home", ErrSensitivePath, path)
-		}
-		if first == "Library" {
-			return fmt.Errorf("%w: %s is inside ~/Library", ErrSensitivePath, path)
-		}
-		return nil // the home directory is not a system folder even when it lives under /var or /root
-	}
-	for _, d := range systemDirs {
-		if within(d) && !isTemp(resolved) {
-			return fmt.Errorf("%w: %s is a system folder", ErrSensitivePath, path)
+// NewGuard returns the guard for save_attachment destinations: the shared
+// sensitive-path policy for home and dataDir (STEWARD_HOME), extended with
+// the places a downloaded file must never land — system folders, ~/Library,
+// the shell start-up files and the hidden folders of home present when it is
+// built (~/.ssh, ~/.config, ~/.vim …), from which programs read their
+// configuration.
+func NewGuard(home, dataDir string) *pathguard.Guard {
+	var extra []string
+	for _, dir := range systemFolders {
+		if home == "" || !within(home, dir) { // root's home is /root
+			extra = append(extra, dir)
 		}
 	}
-	return nil
-}
-
-func isTemp(p string) bool {
-	t := mustResolve(os.TempDir())
-	if p == t || strings.HasPrefix(p, t+string(filepath.Separator)) {
-		return true
-	}
-	return runtime.GOOS == "darwin" && strings.HasPrefix(p, "/private/var/folders/")
-}
-
-func mustResolve(p string) string {
-	r, err := resolveExisting(filepath.Clean(p))
-	if err != nil {
-		return filepath.Clean(p)
-	}
-	return r
-}
-
-// resolveExisting resolves symbolic links in the longest existing prefix of
-// p and appends the rest.
-func resolveExisting(p string) (string, error) {
-	var rest []string
-	cur := p
-	for {
-		r, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			for i := len(rest) - 1; i >= 0; i-- {
-				r = filepath.Join(r, rest[i])
+	if home != "" {
+		for _, name := range homeStartupFiles {
+			extra = append(extra, filepath.Join(home, name))
+		}
+		entries, _ := os.ReadDir(home) // an unreadable home only loses this extension
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				extra = append(extra, filepath.Join(home, e.Name()))
 			}
-			return r, nil
 		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p, nil
-		}
-		rest = append(rest, filepath.Base(cur))
-		cur = parent
 	}
+	return pathguard.New(pathguard.Options{Home: home, DataDir: dataDir, Extra: extra})
+}
+
+func within(path, dir string) bool {
+	path, dir = filepath.Clean(path), filepath.Clean(dir)
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+	"github.com/agentstack/agentstack/steward/pathguard"
 )
 
 // BlobOpener opens stored attachment content by SHA-256.
@@ -36,7 +37,7 @@ type Opener interface {
 type Options struct {
 	Engine *search.Engine
 	Blobs  BlobOpener
-	// Guard checks save_attachment destinations (default DefaultGuard for the user's home).
+	// Guard checks save_attachment destinations; build it with NewGuard.
 	Guard PathGuard
 	// Opener opens messages (default: Mail via `open` on macOS, nothing elsewhere).
 	Opener  Opener
@@ -46,12 +47,8 @@ type Options struct {
 
 // New builds the MCP server.
 func New(opts Options) (*mcp.Server, error) {
-	if opts.Engine == nil || opts.Blobs == nil {
-		return nil, errors.New("mail server: engine and blob store are required")
-	}
-	if opts.Guard == nil {
-		home, _ := os.UserHomeDir()
-		opts.Guard = DefaultGuard{Home: home}
+	if opts.Engine == nil || opts.Blobs == nil || opts.Guard == nil {
+		return nil, errors.New("mail server: engine, blob store and path guard are required")
 	}
 	if opts.Opener == nil && runtime.GOOS == "darwin" {
 		opts.Opener = macOpener{}
@@ -96,7 +93,7 @@ type handlers struct{ Options }
 func toolErr(err error) error {
 	var ae *search.ArgumentError
 	switch {
-	case errors.As(err, &ae), errors.Is(err, search.ErrNotFound), errors.Is(err, ErrSensitivePath), errors.Is(err, search.ErrNoMirror):
+	case errors.As(err, &ae), errors.Is(err, search.ErrNotFound), errors.Is(err, search.ErrNoMirror):
 		return err
 	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("the mail search took longer than 30 seconds and was stopped; narrow the request")
@@ -169,7 +166,10 @@ func (h *handlers) save(ctx context.Context, _ *mcp.CallToolRequest, req SaveReq
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := h.Guard.CheckWrite(dest); err != nil {
+	if dest, err = h.Guard.Check(dest); err != nil {
+		if errors.Is(err, pathguard.ErrBlocked) {
+			return nil, nil, fmt.Errorf("destination is a protected location: %w", err)
+		}
 		return nil, nil, toolErr(err)
 	}
 	src, err := h.Blobs.Open(info.SHA256)

@@ -25,9 +25,10 @@ func (r *recordingOpener) Open(ctx context.Context, u, path string) error {
 }
 
 type env struct {
-	session *mcp.ClientSession
-	saveDir string
-	opener  *recordingOpener
+	session     *mcp.ClientSession
+	saveDir     string
+	stewardHome string
+	opener      *recordingOpener
 }
 
 func setup(t *testing.T) *env {
@@ -63,8 +64,10 @@ func setup(t *testing.T) *env {
 	saveDir := filepath.Join(home, "Downloads")
 	os.MkdirAll(saveDir, 0o755)
 	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	stewardHome := filepath.Join(dir, "steward")
+	os.MkdirAll(stewardHome, 0o700)
 	opener := &recordingOpener{}
-	srv, err := New(Options{Engine: engine, Blobs: store.Blobs(), Guard: DefaultGuard{Home: home, StewardHome: filepath.Join(dir, "steward")}, Opener: opener})
+	srv, err := New(Options{Engine: engine, Blobs: store.Blobs(), Guard: NewGuard(home, stewardHome), Opener: opener})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return &env{session: cs, saveDir: saveDir, opener: opener}
+	return &env{session: cs, saveDir: saveDir, stewardHome: stewardHome, opener: opener}
 }
 
 // call invokes a tool and decodes its structured result into out; it
@@ -195,11 +198,12 @@ func TestSearchReadSaveOverMCP(t *testing.T) {
 		t.Fatal(msg)
 	}
 	data, _ := os.ReadFile(saved.Path)
-	if saved.Path != filepath.Join(e.saveDir, "cert.pdf") || string(data) != "%PDF cert" {
+	saveDir, _ := filepath.EvalSymlinks(e.saveDir) // the guard answers with canonical paths
+	if saved.Path != filepath.Join(saveDir, "cert.pdf") || string(data) != "%PDF cert" {
 		t.Errorf("saved %+v %q", saved, data)
 	}
 	e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": e.saveDir}, &again)
-	if again.Path != filepath.Join(e.saveDir, "cert (2).pdf") {
+	if again.Path != filepath.Join(saveDir, "cert (2).pdf") {
 		t.Errorf("second save %q", again.Path)
 	}
 	home := filepath.Dir(e.saveDir)
@@ -212,6 +216,15 @@ func TestSearchReadSaveOverMCP(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, ".ssh", "cert.pdf")); err == nil {
 		t.Error("attachment written into ~/.ssh")
+	}
+	// Steward's own data directory (STEWARD_HOME) is refused as a folder and as a file path.
+	for _, dest := range []string{e.stewardHome, filepath.Join(e.stewardHome, "notes.pdf")} {
+		if msg := e.call(t, "save_attachment", map[string]any{"attachmentId": attID, "destination": dest}, &SaveResult{}); !strings.Contains(msg, "protected") || !strings.Contains(msg, "data directory") {
+			t.Errorf("save into STEWARD_HOME (%s): %q", dest, msg)
+		}
+	}
+	if entries, _ := os.ReadDir(e.stewardHome); len(entries) != 0 {
+		t.Errorf("attachment written into STEWARD_HOME: %v", entries)
 	}
 	// A symbolic link cannot smuggle a write into a protected folder.
 	os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(e.saveDir, "innocent"))
