@@ -75,12 +75,19 @@ func (s *Store) Reindex(ctx context.Context, opts ReindexOptions) (ReindexStats,
 	if err := tx.Commit(); err != nil {
 		return st, fmt.Errorf("reindex mail: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, "INSERT INTO message_fts(message_fts) VALUES('optimize')"); err != nil {
-		return st, err
-	}
-	if _, err := s.db.ExecContext(ctx, "INSERT INTO message_tri(message_tri) VALUES('optimize')"); err != nil {
+	if err := s.optimizeFTS(ctx); err != nil {
 		return st, err
 	}
 	st.Duration = time.Since(start)
 	return st, nil
+}
+
+// optimizeFTS merges each full-text index into one segment.
+func (s *Store) optimizeFTS(ctx context.Context) error {
+	for _, table := range []string{"message_fts", "message_tri"} {
+		if _, err := s.db.ExecContext(ctx, "INSERT INTO "+table+"("+table+") VALUES('optimize')"); err != nil {
+			return fmt.Errorf("merge the %s index: %w", table, err)
+		}
+	}
+	return nil
 }

@@ -98,7 +98,13 @@ type SyncStats struct {
 	// Unreadable lists folders that could not be listed; their messages were
 	// left as they were rather than treated as deleted.
 	Unreadable []string `json:"unreadable,omitempty"`
+	// Optimized says the full-text indexes were merged after a large import.
+	Optimized bool `json:"optimized,omitempty"`
 }
+
+// optimizeAfter is how many new or changed messages make a backfill merge
+// the full-text indexes at its end.
+const optimizeAfter = 1000
 
 // knownEntry is a mirrored path as the database records it.
 type knownEntry struct {
@@ -210,6 +216,16 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 	sort.SliceStable(todo, func(i, j int) bool { return todo[i].Recency > todo[j].Recency })
 	if err := s.ingest(ctx, todo, opts, &stats, start); err != nil {
 		return stats, err
+	}
+	if opts.Mode == Backfill && stats.New+stats.Updated >= optimizeAfter {
+		// A large import leaves the full-text indexes in many segments;
+		// merging them makes every later query — and above all the first
+		// one on a fresh connection, which loads the index structure —
+		// cheaper. A few seconds for the reference archive's 78,000 messages.
+		if err := s.optimizeFTS(ctx); err != nil {
+			s.log.Warn("could not merge the mail full-text indexes; search still works", "err", err)
+		}
+		stats.Optimized = true
 	}
 	if opts.Mode == Reconcile {
 		n, err := s.settleOrphans(ctx)
