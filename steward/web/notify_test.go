@@ -372,14 +372,16 @@ func testPushAndClick(t *testing.T, b *browser, h *harness, chatID string) {
 	}
 	payload, _ := json.Marshal(push.Notification{Title: "Treno 9547", Body: "Il treno 9547 parte dal binario 4.", Tag: "watch:watch_1:ev_1",
 		URL: "/?chat=" + chatID, ChatID: chatID, Data: map[string]string{"watchId": "watch_1", "eventId": "ev_1"}})
-	deliver(string(payload))
-	deliver("not json {")
-	deliver("")
+	// One push at a time, each waited for: pushes delivered back to back
+	// can reach a service worker that is still starting up.
+	for i, data := range []string{string(payload), "not json {", ""} {
+		deliver(data)
+		b.wait(fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((n) => n.length === %d)`, i+1))
+	}
 	type shown struct {
 		Title, Body, Tag, Icon string
 		Data                   map[string]string
 	}
-	b.wait(`navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((n) => n.length === 3)`)
 	notes := eval[[]shown](b, `navigator.serviceWorker.ready.then((r) => r.getNotifications())
 		.then((list) => list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon, data: n.data })))`)
 	byBody := map[string]shown{}
