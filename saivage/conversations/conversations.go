@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentstack/agentstack/saivage/state"
 )
@@ -60,10 +61,52 @@ type Row struct {
 var rowKinds = map[string]bool{"marker": true, "user": true, "assistant": true, "tool_call": true, "tool_result": true, "summary": true}
 
 // Store publishes and reads sessions.
-type Store struct{ pub *state.Publisher }
+type Store struct {
+	pub *state.Publisher
+
+	mu sync.Mutex
+	// validated remembers, per segment file, its size right after this store
+	// validated or appended to it. One server owns a project (the lock), so
+	// a file still of that size needs no re-reading before the next append;
+	// any other size means someone else wrote it, and it is validated again.
+	validated map[string]int64
+}
 
 // New returns a Store.
-func New(pub *state.Publisher) *Store { return &Store{pub: pub} }
+func New(pub *state.Publisher) *Store { return &Store{pub: pub, validated: map[string]int64{}} }
+
+func fileSize(p string) (int64, bool) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return 0, false
+	}
+	return info.Size(), true
+}
+
+func (s *Store) stillValid(p string) bool {
+	size, ok := fileSize(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known, seen := s.validated[p]
+	return ok && seen && known == size
+}
+
+func (s *Store) forget(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.validated, p)
+}
+
+func (s *Store) markValid(p string) {
+	size, ok := fileSize(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		s.validated[p] = size
+	} else {
+		delete(s.validated, p)
+	}
+}
 
 func indexPath(dir string) string { return filepath.Join(dir, "index.json") }
 
@@ -131,8 +174,12 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 	n := len(idx.Segments)
 	if first {
 		n = 1
-	} else if _, err := s.Load(dir, session, state.TailTruncate); err != nil {
-		return err
+	} else if !s.stillValid(segmentPath(dir, n)) {
+		// Validate the whole session (and truncate a torn tail) before the
+		// first append to it, or after anyone else changed the file.
+		if _, err := s.Load(dir, session, state.TailTruncate); err != nil {
+			return err
+		}
 	}
 	env := state.Envelope{V: SegmentFormat}
 	for _, r := range rows {
@@ -146,8 +193,10 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 		env.Rows = append(env.Rows, b)
 	}
 	if err := s.pub.Append(segmentPath(dir, n), env, first); err != nil {
+		s.forget(segmentPath(dir, n)) // unknown state: validate before the next append
 		return err
 	}
+	s.markValid(segmentPath(dir, n))
 	if first {
 		idx.Segments = []Segment{{N: 1, Kind: "ordinary"}}
 		return s.publishIndex(dir, idx, false)

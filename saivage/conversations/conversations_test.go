@@ -84,3 +84,36 @@ func TestSessionAppendLoadAndTornTail(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRevalidatesAFileChangedByOthers: appends skip re-reading a
+// segment only while it is exactly as this store left it; a torn tail
+// written behind its back is cut before the next append, and an orphan
+// result written behind its back stops it.
+func TestAppendRevalidatesAFileChangedByOthers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "executor")
+	s := conversations.New(state.New(state.Options{}))
+	id := conversations.SessionID("executor", "project.a")
+	if err := s.Establish(dir, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(dir, id, []conversations.Row{row("1", "user", ""), row("2", "tool_call", "a")}); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, "versions", "1.jsonl")
+	good, _ := os.ReadFile(seg)
+
+	os.WriteFile(seg, append(append([]byte{}, good...), `{"v":2,"rows":[{"id":"x"`...), 0o644)
+	if err := s.Append(dir, id, []conversations.Row{row("3", "tool_result", "a")}); err != nil {
+		t.Fatalf("append after a torn tail: %v", err)
+	}
+	segs, err := s.Load(dir, id, state.TailFail)
+	if err != nil || len(segs[0]) != 3 {
+		t.Fatalf("after append: %v %v", segs, err)
+	}
+
+	now, _ := os.ReadFile(seg)
+	os.WriteFile(seg, append(append([]byte{}, now...), `{"v":2,"rows":[{"id":"9","kind":"tool_result","call_id":"zz"}]}`+"\n"...), 0o644)
+	if err := s.Append(dir, id, []conversations.Row{row("4", "user", "")}); err == nil || !strings.Contains(err.Error(), "no earlier call") {
+		t.Fatalf("append after an orphan written by another: %v", err)
+	}
+}
