@@ -386,3 +386,30 @@ func TestExternalGatewayIsNotStarted(t *testing.T) {
 		busy.Close()
 	}
 }
+
+// TestHostBenchSmoke runs the host streaming benchmark at smoke size: every
+// turn on both paths must complete and the report must be whole.
+func TestHostBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	cmd := exec.Command(buildSteward(t), "bench", "host", "--smoke", "--json")
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep hostBenchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	for _, p := range []string{"gateway", "host"} {
+		l := rep.Paths[p]
+		if l.Errors != 0 || l.TTFTP50MS <= 0 || l.TTLTP50MS < l.TTFTP50MS {
+			t.Errorf("%s: %+v", p, l)
+		}
+	}
+	if rep.Chats != 20 || rep.TTLTRatio <= 0 {
+		t.Errorf("report = %+v", rep)
+	}
+}
