@@ -185,9 +185,7 @@ chats.db). Reports time to first token (TTFT) and to last token (TTLT) at the cl
 		rep.TTLTRatio = rep.Paths["host"].TTLTP50MS / g
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		fmt.Fprintln(env.Stdout, string(b))
-		return nil
+		return writeJSON(env.Stdout, rep)
 	}
 	for _, p := range []string{"gateway", "host"} {
 		l := rep.Paths[p]

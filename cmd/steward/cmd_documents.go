@@ -101,9 +101,7 @@ func init() {
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(env.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"info": info, "read": read})
+				return writeJSON(env.Stdout, map[string]any{"info": info, "read": read})
 			}
 			fmt.Fprintf(env.Stdout, "%s: %s, %d page(s), %d characters\n", info.Name, info.Format, info.Pages, info.Characters)
 			for _, w := range info.Warnings {

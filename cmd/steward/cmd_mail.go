@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,7 +69,17 @@ func mailSettings(env *cliEnv) (*mail.Settings, error) {
 	return mail.LoadSettings(cfg, mail.UserHome())
 }
 
-func openMirror(ctx context.Context, env *cliEnv, s *mail.Settings) (*mirror.Store, error) {
+// openMirror loads the mail settings and opens the mirror they name.
+func openMirror(ctx context.Context, env *cliEnv) (*mail.Settings, *mirror.Store, error) {
+	s, err := mailSettings(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := mirrorFor(ctx, env, s)
+	return s, store, err
+}
+
+func mirrorFor(ctx context.Context, env *cliEnv, s *mail.Settings) (*mirror.Store, error) {
 	return mirror.Open(ctx, mirror.Options{DBPath: s.DBPath, BlobDir: s.BlobDir, Accounts: s.Config.Accounts,
 		EmbedMaxChars: s.EmbedMaxChars, Log: env.Log})
 }
@@ -110,12 +119,6 @@ func (p *progressLine) update(s string, final bool) {
 	}
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func syncFlags(env *cliEnv, name, description string) (*flag.FlagSet, *bool, *string, *int) {
 	fs := newFlagSet(env, "mail "+name, "[options]", description)
 	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout")
@@ -129,11 +132,7 @@ func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	s, err := mailSettings(env)
-	if err != nil {
-		return err
-	}
-	store, err := openMirror(ctx, env, s)
+	_, store, err := openMirror(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -182,11 +181,7 @@ func mailWatch(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	s, err := mailSettings(env)
-	if err != nil {
-		return err
-	}
-	store, err := openMirror(ctx, env, s)
+	_, store, err := openMirror(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -224,7 +219,7 @@ func mailEmbed(ctx context.Context, env *cliEnv, args []string) error {
 	if emb == nil {
 		return fmt.Errorf("embeddings are off (%s); search stays lexical", s.EmbedOff)
 	}
-	store, err := openMirror(ctx, env, s)
+	store, err := mirrorFor(ctx, env, s)
 	if err != nil {
 		return err
 	}
@@ -267,11 +262,7 @@ func mailReindex(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	s, err := mailSettings(env)
-	if err != nil {
-		return err
-	}
-	store, err := openMirror(ctx, env, s)
+	_, store, err := openMirror(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -293,11 +284,7 @@ func mailStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	s, err := mailSettings(env)
-	if err != nil {
-		return err
-	}
-	store, err := openMirror(ctx, env, s)
+	s, store, err := openMirror(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -342,7 +329,7 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := openMirror(ctx, env, s)
+	store, err := mirrorFor(ctx, env, s)
 	if err != nil {
 		return nil, err
 	}

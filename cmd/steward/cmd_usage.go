@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -57,9 +56,7 @@ no caller labelled with X-Usage-Service / X-Usage-Action. Costs are estimates, n
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(env.Stdout, rep)
 	}
 	printUsage(env.Stdout, rep, *since)
 	return nil

@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,7 +112,7 @@ func (p pimConnector[C]) run(ctx context.Context, env *cliEnv, args []string, j 
 		return err
 	}
 	if *asJSON {
-		if err := pimWriteJSON(env.Stdout, out.report); err != nil {
+		if err := writeJSON(env.Stdout, out.report); err != nil {
 			return err
 		}
 	} else {
@@ -169,12 +168,6 @@ func newLocalEmbedder(cfg *config.Config, setting, service, action string, timeo
 	client := llm.NewClient(llm.ClientOptions{BaseURL: base, APIKey: key})
 	return &pimEmbedder{e: &llm.Embedder{Client: client, Model: "local-embed",
 		Attribution: llm.Attribution{Service: service, Action: action}}, timeout: timeout}
-}
-
-func pimWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func pimPrintProblems(w io.Writer, itemErrors []string, embedError string) {
@@ -683,7 +676,7 @@ func (r *pimBenchReport) finish(env *cliEnv, f *pimBenchFlags) error {
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	if err := pimWriteJSON(out, r); err != nil {
+	if err := writeJSON(out, r); err != nil {
 		out.Close()
 		return err
 	}
