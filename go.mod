@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/SherClockHolmes/webpush-go v1.4.0
+	github.com/asg017/sqlite-vec-go-bindings v0.1.6
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/coder/websocket v1.8.15
@@ -11,6 +12,7 @@ require (
 	github.com/emersion/go-message v0.18.2
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0
+	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.99.0
 	github.com/teambition/rrule-go v1.8.2

@@ -361,7 +361,9 @@ func mailBench(ctx context.Context, env *cliEnv, args []string) error {
 	dim := fs.Int("dim", 1024, "vector dimension")
 	samples := fs.Int("samples", 30, "warm samples per case")
 	runCase := fs.String("run-case", "", "internal: run one case in this process ("+bench.CaseNames()+")")
+	engine := fs.String("engine", "go", "internal: SQLite engine of --run-case (go, or c in a binary built with -tags 'csqlite fts5')")
 	db := fs.String("db", "", "internal: database of --run-case")
+	cold := fs.Bool("cold", false, "internal: --run-case without the start-up warm-up of the connection")
 	qvec := fs.String("query-vector", "", "internal: query vector file of --run-case")
 	subjectWord := fs.String("subject-word", "quarterly", "internal: subject substring of --run-case")
 	bodyWord := fs.String("body-word", "project", "internal: body word of --run-case")
@@ -369,7 +371,8 @@ func mailBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *runCase != "" {
-		return bench.RunNamedCase(ctx, *runCase, *db, *qvec, *subjectWord, *bodyWord, *samples, env.Stdout)
+		o := bench.CaseOptions{Engine: bench.Engine(*engine), DBPath: *db, Samples: *samples, Cold: *cold}
+		return bench.RunNamedCase(ctx, *runCase, o, *qvec, *subjectWord, *bodyWord, env.Stdout)
 	}
 	self, err := os.Executable()
 	if err != nil {

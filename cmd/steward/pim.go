@@ -8,7 +8,6 @@ package main
 // through C SQLite.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -20,7 +19,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,6 +28,7 @@ import (
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/search/vecindex"
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/sqlitedb/csqlite"
 	"github.com/agentstack/agentstack/steward/config"
 )
 
@@ -233,7 +232,6 @@ type pimBenchFlags struct {
 	dim     int
 	samples int
 	out     string
-	sqlite3 string
 	keep    bool
 }
 
@@ -243,12 +241,11 @@ func parsePimBenchFlags(env *cliEnv, name, description string, args []string) (*
 	dim := fs.Int("dim", 1024, "vector dimension")
 	samples := fs.Int("samples", 30, "warm samples per case (after one first query)")
 	out := fs.String("out", "", "JSON report path (default: bench-"+name+"-DATE.json in the current directory)")
-	sqlite3 := fs.String("sqlite3", "sqlite3", "C SQLite command-line shell for the baseline; empty skips it")
 	keep := fs.Bool("keep", false, "keep the generated indexes (their folder is printed) for inspection")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	f := &pimBenchFlags{dim: *dim, samples: *samples, out: *out, sqlite3: *sqlite3, keep: *keep}
+	f := &pimBenchFlags{dim: *dim, samples: *samples, out: *out, keep: *keep}
 	for _, s := range strings.Split(*scales, ",") {
 		var n int
 		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n < 1 || n > 100 {
@@ -335,9 +332,6 @@ type pimSQLCase struct {
 	Spec string // the spec's row: returned / first / warm median / warm p95
 	SQL  string
 	Args []any
-	// CLI says the SQL also runs through the sqlite3 shell (it cannot for
-	// vec0 queries: the shell has no sqlite-vec).
-	CLI bool
 }
 
 // pimTiming summarises the samples of one case.
@@ -357,9 +351,9 @@ type pimCaseResult struct {
 	SQL  string    `json:"sql"`
 	Go   pimTiming `json:"go"`
 
-	// GoBatch and C compare the same SQL here and through the sqlite3 shell
-	// on the same file: each warm sample is the mean wall time of a batch
-	// of runs, the batches alternating between the two.
+	// GoBatch and C compare the same SQL through both engines on the same
+	// file: each warm sample is the mean wall time of a batch of runs, the
+	// batches alternating between the two.
 	GoBatch   *pimTiming `json:"goBatch,omitempty"`
 	C         *pimTiming `json:"c,omitempty"`
 	CSkipped  string     `json:"cSkipped,omitempty"`
@@ -381,7 +375,7 @@ type pimBenchReport struct {
 	Machine    string           `json:"machine"`
 	GoVersion  string           `json:"goVersion"`
 	SQLite     string           `json:"sqliteVersion"`
-	CLI        string           `json:"sqlite3CliVersion,omitempty"`
+	CSQLite    string           `json:"cSqlite"`
 	Dim        int              `json:"dim"`
 	Samples    int              `json:"warmSamples"`
 	Method     string           `json:"method"`
@@ -394,9 +388,9 @@ func newPimBenchReport(suite string, f *pimBenchFlags) *pimBenchReport {
 		GoVersion: runtime.Version(), Dim: f.dim, Samples: f.samples,
 		Method: "Each case: one first query then warm samples on a read-only connection in this process (modernc.org/sqlite); " +
 			"median and nearest-rank p95 exclude the first. Indexes are built through the real sync/index code with deterministic " +
-			"synthetic records and vectors. For the C baseline the identical SQL text runs in a sqlite3 shell (-readonly) on the same file: " +
-			"batches of k runs (about 25 ms each) alternate between this process and the shell, the shell's batches timed by SQLite's " +
-			"clock; the ratio compares the medians of the batch means."}
+			"synthetic records and vectors. For the C baseline the identical SQL runs through C SQLite of the same release (cgo, " +
+			"package sqlitedb/csqlite) on the same file, in this process and through the same harness: batches of k runs (about 10 ms " +
+			"each) alternate between the two engines; the ratio compares the medians of the batch means."}
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
@@ -419,48 +413,39 @@ func summarizeSamples(samples []float64, returned int) pimTiming {
 	return t
 }
 
-// runPimScale times every case on db and, where possible, through C SQLite.
-// The Go and C samples alternate, so load from other processes on a shared
-// machine weighs on both alike.
+// runPimScale times every case on db and, when this binary carries it,
+// through C SQLite on the same file. The Go and C batches alternate, so load
+// from other processes on a shared machine weighs on both alike.
 func runPimScale(ctx context.Context, env *cliEnv, f *pimBenchFlags, db *sql.DB, path string, scale, records int, cases []pimSQLCase) (pimScaleResult, error) {
 	res := pimScaleResult{Scale: scale, Records: records}
 	if st, err := os.Stat(path); err == nil {
 		res.IndexBytes = st.Size()
 	}
+	cdb, cErr := csqlite.Open(ctx, path)
+	if cErr != nil {
+		fmt.Fprintf(env.Stderr, "  C baseline skipped: %v\n", cErr)
+	} else {
+		defer cdb.Close()
+	}
 	for _, c := range cases {
 		cr := pimCaseResult{Name: c.Name, Spec: c.Spec, SQL: c.SQL}
-		var cli *cliSession
-		switch {
-		case !c.CLI:
-			cr.CSkipped = "the sqlite3 shell has no vec0 (sqlite-vec) module"
-		case f.sqlite3 == "":
-			cr.CSkipped = "disabled with --sqlite3=''"
-		default:
-			var err error
-			if cli, err = startCLI(ctx, f.sqlite3, path); err != nil {
-				cr.CSkipped = err.Error()
-				fmt.Fprintf(env.Stderr, "  %s: C baseline skipped: %v\n", c.Name, err)
-			}
-		}
 		var samples []float64
 		returned := 0
 		for i := 0; i <= f.samples; i++ {
 			start := time.Now()
 			n, err := countRows(ctx, db, c.SQL, c.Args)
 			if err != nil {
-				cli.close()
 				return res, fmt.Errorf("%s: %w", c.Name, err)
 			}
 			samples = append(samples, ms(time.Since(start)))
 			returned = n
 		}
 		cr.Go = summarizeSamples(samples, returned)
-		if cli != nil {
-			if err := compareWithC(ctx, db, cli, c, &cr, f.samples); err != nil {
-				cr.CSkipped = err.Error()
-				fmt.Fprintf(env.Stderr, "  %s: C baseline failed: %v\n", c.Name, err)
-			}
-			cli.close()
+		if cErr != nil {
+			cr.CSkipped = cErr.Error()
+		} else if err := compareWithC(ctx, db, cdb, c, &cr, f.samples); err != nil {
+			cr.CSkipped = err.Error()
+			fmt.Fprintf(env.Stderr, "  %s: C baseline failed: %v\n", c.Name, err)
 		}
 		fmt.Fprintf(env.Stderr, "  ×%d %-40s returned %5d  first %8.3f ms  median %8.3f ms  p95 %8.3f ms", scale, c.Name,
 			cr.Go.Returned, cr.Go.FirstMs, cr.Go.MedianMs, cr.Go.P95Ms)
@@ -473,30 +458,39 @@ func runPimScale(ctx context.Context, env *cliEnv, f *pimBenchFlags, db *sql.DB,
 	return res, nil
 }
 
-// compareWithC times batches of the same query alternately here and in the
-// sqlite3 shell. Each batch lasts about 25 ms (SQLite's clock in the shell
-// has millisecond resolution) and yields a mean per run; alternating keeps
-// load from other processes on a shared machine even between the two.
-func compareWithC(ctx context.Context, db *sql.DB, cli *cliSession, c pimSQLCase, cr *pimCaseResult, samples int) error {
-	k := min(max(10, int(25/max(cr.Go.MedianMs, 0.001))), 5000)
-	var goMeans, cMeans []float64
-	for range samples + 1 {
+// compareWithC times batches of the same query alternately through the
+// pure-Go engine (db) and C SQLite (cdb). Each batch lasts about 10 ms and
+// yields a mean per run; alternating keeps load from other processes on a
+// shared machine even between the two.
+func compareWithC(ctx context.Context, db, cdb *sql.DB, c pimSQLCase, cr *pimCaseResult, samples int) error {
+	n, err := countRows(ctx, cdb, c.SQL, c.Args)
+	if err != nil {
+		return err
+	}
+	if n != cr.Go.Returned {
+		return fmt.Errorf("C SQLite returned %d rows, the Go engine %d", n, cr.Go.Returned)
+	}
+	k := min(max(1, int(10/max(cr.Go.MedianMs, 0.001))), 5000)
+	batch := func(db *sql.DB) (float64, error) {
 		start := time.Now()
 		for range k {
 			if _, err := countRows(ctx, db, c.SQL, c.Args); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		goMeans = append(goMeans, math.Round(float64(time.Since(start).Microseconds())/float64(k))/1000)
-		d, err := cli.batch(c.SQL, k)
+		return math.Round(float64(time.Since(start).Nanoseconds())/float64(k)/10) / 100000, nil
+	}
+	var goMeans, cMeans []float64
+	for range samples + 1 {
+		g, err := batch(db)
 		if err != nil {
 			return err
 		}
-		cMeans = append(cMeans, d)
-	}
-	n, err := cli.count(c.SQL)
-	if err != nil {
-		return err
+		cm, err := batch(cdb)
+		if err != nil {
+			return err
+		}
+		goMeans, cMeans = append(goMeans, g), append(cMeans, cm)
 	}
 	goT, cT := summarizeSamples(goMeans, cr.Go.Returned), summarizeSamples(cMeans, n)
 	goT.BatchRuns, cT.BatchRuns = k, k
@@ -522,123 +516,12 @@ func countRows(ctx context.Context, db *sql.DB, query string, args []any) (int, 
 	return n, rows.Err()
 }
 
-// cliSession is a sqlite3 shell (C SQLite) kept open on the index, used
-// as the baseline for the same SQL.
-type cliSession struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-const cliStamp = "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER);\n"
-
-func startCLI(ctx context.Context, bin, path string) (*cliSession, error) {
-	exe, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, fmt.Errorf("%s not found; install the sqlite3 package (apt-get install -y sqlite3) for the C baseline", bin)
-	}
-	cmd := exec.CommandContext(ctx, exe, "-readonly", "-bail", "-batch", path)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start sqlite3 shell: %w", err)
-	}
-	return &cliSession{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
-}
-
-func (c *cliSession) line() (string, error) {
-	if !c.out.Scan() {
-		if err := c.out.Err(); err != nil {
-			return "", err
-		}
-		return "", errors.New("sqlite3 shell ended")
-	}
-	return strings.TrimSpace(c.out.Text()), nil
-}
-
-func (c *cliSession) stamp() (int64, error) {
-	l, err := c.line()
-	if err != nil {
-		return 0, err
-	}
-	var v int64
-	if _, err := fmt.Sscan(l, &v); err != nil {
-		return 0, fmt.Errorf("sqlite3 shell: %s", l)
-	}
-	return v, nil
-}
-
-// batch runs the query runs times between two clock readings and returns
-// the mean milliseconds per run. Results go to /dev/null.
-func (c *cliSession) batch(query string, runs int) (float64, error) {
-	var b strings.Builder
-	b.WriteString(".output stdout\n" + cliStamp + ".output /dev/null\n")
-	for range runs {
-		b.WriteString(query + ";\n")
-	}
-	b.WriteString(".output stdout\n" + cliStamp)
-	if _, err := io.WriteString(c.in, b.String()); err != nil {
-		return 0, fmt.Errorf("sqlite3 shell: %w", err)
-	}
-	t0, err := c.stamp()
-	if err != nil {
-		return 0, err
-	}
-	t1, err := c.stamp()
-	if err != nil {
-		return 0, err
-	}
-	return math.Round(float64(t1-t0)/float64(runs)) / 1000, nil
-}
-
-func (c *cliSession) count(query string) (int, error) {
-	if _, err := io.WriteString(c.in, ".output stdout\nSELECT count(*) FROM ("+query+");\n"); err != nil {
-		return 0, err
-	}
-	l, err := c.line()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	if _, err := fmt.Sscan(l, &n); err != nil {
-		return 0, fmt.Errorf("sqlite3 shell: %s", l)
-	}
-	return n, nil
-}
-
-func (c *cliSession) close() {
-	if c == nil {
-		return
-	}
-	c.in.Close()
-	c.cmd.Wait()
-}
-
-func cliVersion(bin string) string {
-	if bin == "" {
-		return ""
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(out))
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
-}
-
 // finish adds the 10×-scale check, writes the JSON report and prints a summary.
 func (r *pimBenchReport) finish(env *cliEnv, f *pimBenchFlags) error {
-	r.CLI = cliVersion(f.sqlite3)
+	r.CSQLite = "none: " + csqlite.ErrNotBuilt.Error()
+	if csqlite.Built {
+		r.CSQLite = "C SQLite " + csqlite.Version() + " with sqlite-vec through cgo (package sqlitedb/csqlite)"
+	}
 	if db, err := sql.Open("sqlite", ":memory:"); err == nil {
 		db.QueryRow("SELECT sqlite_version()").Scan(&r.SQLite)
 		db.Close()

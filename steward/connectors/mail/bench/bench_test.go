@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentstack/agentstack/sqlitedb/csqlite"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 )
@@ -49,7 +51,7 @@ func TestBenchSmoke(t *testing.T) {
 	q := mail.Normalize(qv[0])
 	var results []CaseResult
 	for _, c := range Cases(man.SubjectWord, man.BodyWord) {
-		tm, err := RunCase(ctx, c, dbPath, q, 3)
+		tm, err := RunCase(ctx, c, CaseOptions{Engine: EngineGo, DBPath: dbPath, Query: q, Samples: 3})
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
@@ -60,6 +62,22 @@ func TestBenchSmoke(t *testing.T) {
 			"lexical_search12": 12, "hybrid12_prepared": 12}
 		if n, ok := want[c.Name]; ok && tm.Returned != n {
 			t.Errorf("%s returned %d, want %d", c.Name, tm.Returned, n)
+		}
+		if c.kind == "sql" {
+			// SQL cases run on a connection warmed as the engine warms its
+			// own, unless asked for a cold one.
+			cold, err := RunCase(ctx, c, CaseOptions{Engine: EngineGo, DBPath: dbPath, Samples: 1, Cold: true})
+			if err != nil || tm.PrepareMS <= 0 || cold.PrepareMS != 0 || cold.Returned != tm.Returned {
+				t.Errorf("%s: warmed %+v, cold %+v, %v", c.Name, tm, cold, err)
+			}
+			// The C baseline answers the same SQL alike, or says how to build it in.
+			ct, err := RunCase(ctx, c, CaseOptions{Engine: EngineC, DBPath: dbPath, Query: q, Samples: 1})
+			switch {
+			case !csqlite.Built && !errors.Is(err, csqlite.ErrNotBuilt):
+				t.Errorf("%s through C without the build tags: %v, want ErrNotBuilt", c.Name, err)
+			case csqlite.Built && (err != nil || ct.Returned != tm.Returned):
+				t.Errorf("%s through C: %+v, %v; want %d rows like the Go engine", c.Name, ct, err, tm.Returned)
+			}
 		}
 		results = append(results, CaseResult{Case: c, Timing: *tm})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/sqlitedb/csqlite"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
 )
 
@@ -81,22 +82,61 @@ func (t *Timing) summarise() {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// RunCase measures one case against the database at dbPath: one first query
-// and `samples` warm ones, in this process. Connection set-up is excluded,
-// preparation is reported separately, as in the reference method.
-func RunCase(ctx context.Context, c Case, dbPath string, query []float32, samples int) (*Timing, error) {
+// Engine says which SQLite runs a case's SQL.
+type Engine string
+
+const (
+	// EngineGo is the product's pure-Go SQLite (modernc.org/sqlite).
+	EngineGo Engine = "go"
+	// EngineC is C SQLite of the same release through cgo (package
+	// sqlitedb/csqlite), present only in binaries built with its tags.
+	EngineC Engine = "c"
+)
+
+// CaseOptions says how RunCase measures.
+type CaseOptions struct {
+	// Engine runs SQL cases; EngineC runs only those, through the same
+	// harness as EngineGo.
+	Engine Engine
+	// DBPath is the mail mirror.
+	DBPath string
+	// Query is the precomputed query vector of the vector cases.
+	Query []float32
+	// Samples is the number of warm samples after the first query.
+	Samples int
+	// Cold skips, for SQL cases, the production warm-up of the connection
+	// (search.Warm, which the search engine's Prepare runs on each of its
+	// connections at start-up), so the first query meets a fresh connection.
+	Cold bool
+}
+
+// RunCase measures one case: one first query and o.Samples warm ones, in
+// this process. Connection set-up is excluded and preparation is reported
+// separately, as in the reference method: SQL cases run on a connection
+// warmed the way the search engine warms its own at start-up (unless
+// o.Cold), the prepared vector and hybrid cases after the engine's Prepare.
+func RunCase(ctx context.Context, c Case, o CaseOptions) (*Timing, error) {
 	t := &Timing{}
 	var op func() (int, error)
+	if o.Engine == EngineC && c.kind != "sql" {
+		return nil, fmt.Errorf("%s: only SQL cases run through C SQLite", c.Name)
+	}
+	dbPath, query := o.DBPath, o.Query
 	switch c.kind {
 	case "sql", "vec0":
-		db, err := sqlitedb.Open(ctx, dbPath, sqlitedb.Options{ReadOnly: true, MaxOpenConns: 1})
+		var db *sql.DB
+		var err error
+		if o.Engine == EngineC {
+			db, err = csqlite.Open(ctx, dbPath)
+		} else {
+			db, err = sqlitedb.Open(ctx, dbPath, sqlitedb.Options{ReadOnly: true, MaxOpenConns: 1})
+		}
 		if err != nil {
 			return nil, err
 		}
 		defer db.Close()
-		// The same connection settings as the search engine and the C
-		// SQLite run; the statement is prepared once, as Python's sqlite3
-		// module caches it.
+		// The same connection settings as the search engine, in both
+		// engines; the statement is prepared once.
 		conn, err := db.Conn(ctx)
 		if err != nil {
 			return nil, err
@@ -106,6 +146,13 @@ func RunCase(ctx context.Context, c Case, dbPath string, query []float32, sample
 			if _, err := conn.ExecContext(ctx, p); err != nil {
 				return nil, err
 			}
+		}
+		if c.kind == "sql" && !o.Cold {
+			start := time.Now()
+			if _, err := search.Warm(ctx, conn); err != nil {
+				return nil, err
+			}
+			t.PrepareMS = ms(time.Since(start))
 		}
 		stmt, err := conn.PrepareContext(ctx, c.SQL)
 		if err != nil {
@@ -181,7 +228,7 @@ func RunCase(ctx context.Context, c Case, dbPath string, query []float32, sample
 		return nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	t.FirstMS, t.Returned = ms(time.Since(start)), n
-	for i := 0; i < samples; i++ {
+	for i := 0; i < o.Samples; i++ {
 		start := time.Now()
 		if _, err := op(); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Name, err)

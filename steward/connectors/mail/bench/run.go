@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/sqlitedb/csqlite"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
@@ -97,6 +98,9 @@ type CaseResult struct {
 	Case
 	Timing
 	C *Timing `json:"cSqlite,omitempty"`
+	// Cold is, for SQL cases, the same measurement on a connection that
+	// skipped the start-up warm-up.
+	Cold *Timing `json:"cold,omitempty"`
 	// CRatio is this run's warm median over C SQLite's.
 	CRatio     float64 `json:"medianOverC,omitempty"`
 	FirstRatio float64 `json:"firstOverMedian"`
@@ -213,23 +217,34 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 
 	cases := Cases(man.SubjectWord, man.BodyWord)
-	csql := cSQLiteAvailable()
-	rep.Machine.CSQLite = csql
+	rep.Machine.CSQLite = cSQLiteDescription()
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		o.logf("case %s (fresh process)", c.Name)
-		t, err := runChild(ctx, o.Self, c.Name, dbPath, qpath, man, o.Samples)
+		co := CaseOptions{Engine: EngineGo, DBPath: dbPath, Samples: o.Samples}
+		t, err := runChild(ctx, o.Self, c.Name, co, qpath, man)
 		if err != nil {
 			return nil, err
 		}
 		cr := CaseResult{Case: c, Timing: *t}
+		if c.kind == "sql" {
+			// The same case on a connection that skipped the start-up
+			// warm-up, for the record (the reference's SQL rows were cold).
+			co.Cold = true
+			if cr.Cold, err = runChild(ctx, o.Self, c.Name, co, qpath, man); err != nil {
+				return nil, err
+			}
+			co.Cold = false
+		}
 		if cr.MedianMS > 0 {
 			cr.FirstRatio = cr.FirstMS / cr.MedianMS
 		}
-		if c.kind == "sql" && csql != "" {
-			ct, err := runCSQLite(ctx, dbPath, c.SQL, o.Samples)
+		if c.kind == "sql" && csqlite.Built {
+			o.logf("case %s through C SQLite (fresh process)", c.Name)
+			co.Engine = EngineC
+			ct, err := runChild(ctx, o.Self, c.Name, co, qpath, man)
 			if err != nil {
 				o.logf("  C SQLite run failed: %v", err)
 			} else {
@@ -338,10 +353,23 @@ func markBodies(ctx context.Context, s *mirror.Store, man *Manifest) error {
 	return tx.Commit()
 }
 
-// runChild runs one case in a fresh `steward bench mail --run-case` process.
-func runChild(ctx context.Context, self, name, dbPath, qpath string, man *Manifest, samples int) (*Timing, error) {
-	cmd := exec.CommandContext(ctx, self, "bench", "mail", "--run-case", name, "--db", dbPath, "--query-vector", qpath,
-		"--samples", fmt.Sprint(samples), "--subject-word", man.SubjectWord, "--body-word", man.BodyWord)
+// cSQLiteDescription names the C baseline, or says why there is none.
+func cSQLiteDescription() string {
+	if !csqlite.Built {
+		return "none: " + csqlite.ErrNotBuilt.Error()
+	}
+	return "C SQLite " + csqlite.Version() + " through cgo (github.com/mattn/go-sqlite3), same harness and connection settings"
+}
+
+// runChild runs one case in a fresh `steward bench mail --run-case` process;
+// the query vector is read from qpath there.
+func runChild(ctx context.Context, self, name string, o CaseOptions, qpath string, man *Manifest) (*Timing, error) {
+	args := []string{"bench", "mail", "--run-case", name, "--engine", string(o.Engine), "--db", o.DBPath, "--query-vector", qpath,
+		"--samples", fmt.Sprint(o.Samples), "--subject-word", man.SubjectWord, "--body-word", man.BodyWord}
+	if o.Cold {
+		args = append(args, "--cold")
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -354,8 +382,8 @@ func runChild(ctx context.Context, self, name, dbPath, qpath string, man *Manife
 	return &t, nil
 }
 
-// RunNamedCase is the child side of runChild.
-func RunNamedCase(ctx context.Context, name, dbPath, qpath, subjectWord, bodyWord string, samples int, w io.Writer) error {
+// RunNamedCase is the child side of runChild: o.Query is read from qpath.
+func RunNamedCase(ctx context.Context, name string, o CaseOptions, qpath, subjectWord, bodyWord string, w io.Writer) error {
 	c, ok := findCase(Cases(subjectWord, bodyWord), name)
 	if !ok {
 		return fmt.Errorf("unknown case %q (have: %s)", name, CaseNames())
@@ -368,53 +396,12 @@ func RunNamedCase(ctx context.Context, name, dbPath, qpath, subjectWord, bodyWor
 	if err != nil {
 		return err
 	}
-	t, err := RunCase(ctx, c, dbPath, q, samples)
+	o.Query = q
+	t, err := RunCase(ctx, c, o)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(w).Encode(t)
-}
-
-// cSQLiteScript times a query through Python's sqlite3 module, a thin
-// binding over the system's C SQLite: connection set-up is excluded, every
-// row is fetched, and the first query is reported apart from the samples.
-const cSQLiteScript = `
-import json, sqlite3, sys, time
-db, sql, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-con = sqlite3.connect("file:" + db + "?mode=ro", uri=True)
-con.execute("PRAGMA query_only = 1")
-con.execute("PRAGMA mmap_size = 2147483648")
-con.execute("PRAGMA cache_size = -65536")
-def run():
-    t = time.perf_counter_ns()
-    rows = con.execute(sql).fetchall()
-    return (time.perf_counter_ns() - t) / 1e6, len(rows)
-first, returned = run()
-samples = [run()[0] for _ in range(n)]
-print(json.dumps({"returned": returned, "firstMs": first, "samplesMs": samples}))
-`
-
-func cSQLiteAvailable() string {
-	out, err := exec.Command("python3", "-c", "import sqlite3; print(sqlite3.sqlite_version)").Output()
-	if err != nil {
-		return ""
-	}
-	return "C SQLite " + strings.TrimSpace(string(out)) + " through python3's sqlite3 module"
-}
-
-func runCSQLite(ctx context.Context, dbPath, q string, samples int) (*Timing, error) {
-	cmd := exec.CommandContext(ctx, "python3", "-c", cSQLiteScript, dbPath, q, fmt.Sprint(samples))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, tail(errb.String()))
-	}
-	var t Timing
-	if err := json.Unmarshal(out.Bytes(), &t); err != nil {
-		return nil, err
-	}
-	t.summarise()
-	return &t, nil
 }
 
 // recall compares the index's top 50 with sqlite-vec's exact top 50 for the
@@ -561,13 +548,16 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, ", notmuch new %.1f s", r.Backfill.NotmuchSeconds)
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "%-28s %8s %10s %10s %10s %10s\n", "case", "returned", "first ms", "median ms", "p95 ms", "C median")
+	fmt.Fprintf(&b, "%-28s %8s %10s %10s %10s %10s %10s %10s\n", "case", "returned", "first ms", "median ms", "p95 ms", "cold first", "C median", "C first")
 	for _, c := range r.Cases {
-		cm := "—"
-		if c.C != nil {
-			cm = fmt.Sprintf("%.3f", c.C.MedianMS)
+		cold, cm, cf := "—", "—", "—"
+		if c.Cold != nil {
+			cold = fmt.Sprintf("%.3f", c.Cold.FirstMS)
 		}
-		fmt.Fprintf(&b, "%-28s %8d %10.3f %10.3f %10.3f %10s\n", c.Name, c.Returned, c.FirstMS, c.MedianMS, c.P95MS, cm)
+		if c.C != nil {
+			cm, cf = fmt.Sprintf("%.3f", c.C.MedianMS), fmt.Sprintf("%.3f", c.C.FirstMS)
+		}
+		fmt.Fprintf(&b, "%-28s %8d %10.3f %10.3f %10.3f %10s %10s %10s\n", c.Name, c.Returned, c.FirstMS, c.MedianMS, c.P95MS, cold, cm, cf)
 	}
 	fmt.Fprintf(&b, "vector: index %.2f ms vs vec0 %.2f ms (%.1f×), recall@50 %.3f\n", r.Vector.IndexMedianMS, r.Vector.Vec0MedianMS, r.Vector.Speedup, r.Vector.RecallAt50)
 	for _, c := range r.Checks {

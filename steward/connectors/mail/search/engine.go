@@ -52,6 +52,7 @@ type Engine struct {
 	log      *slog.Logger
 	now      func() time.Time
 	vec      vectorIndex
+	conns    int // pooled read connections, all warmed by Prepare
 
 	prepMu   sync.Mutex
 	prepared *PrepareStats
@@ -76,7 +77,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	e := &Engine{db: db, embedder: opts.Embedder, semOff: opts.SemanticOff, live: opts.Live, timeout: opts.QueryTimeout, log: opts.Log, now: opts.Now}
+	e := &Engine{db: db, conns: conns, embedder: opts.Embedder, semOff: opts.SemanticOff, live: opts.Live, timeout: opts.QueryTimeout, log: opts.Log, now: opts.Now}
 	if e.timeout <= 0 {
 		e.timeout = 30 * time.Second
 	}
@@ -128,10 +129,12 @@ func (e *Engine) DB() *sql.DB { return e.db }
 
 // PrepareStats reports what Prepare warmed.
 type PrepareStats struct {
-	Vectors   int           `json:"vectors"`
-	Dimension int           `json:"dimension"`
-	Messages  int           `json:"messages"`
-	Duration  time.Duration `json:"durationNs"`
+	Vectors   int `json:"vectors"`
+	Dimension int `json:"dimension"`
+	Messages  int `json:"messages"`
+	// Connections is how many pooled read connections were warmed.
+	Connections int           `json:"connections"`
+	Duration    time.Duration `json:"durationNs"`
 }
 
 // Prepare warms the engine before the first request: it loads the vector
@@ -153,29 +156,69 @@ func (e *Engine) Prepare(ctx context.Context) (PrepareStats, error) {
 			return st, err
 		}
 	}
-	warm := []string{
-		"SELECT count(*) FROM messages WHERE deleted_at IS NULL",
-		"SELECT rowid FROM message_fts WHERE message_fts MATCH 'steward' ORDER BY rank LIMIT 5",
-		`SELECT rowid FROM message_tri WHERE message_tri MATCH '"ste"' ORDER BY rowid DESC LIMIT 5`,
-		"SELECT id FROM messages WHERE seen = 0 AND deleted_at IS NULL ORDER BY id DESC LIMIT 5",
-	}
-	for i, q := range warm {
-		rows, err := e.db.QueryContext(ctx, q)
+	// Each pooled connection has its own page cache and FTS5 structure
+	// cache, so each is warmed: holding them all at once makes the pool
+	// hand out a different one every time.
+	held := make([]*sql.Conn, 0, e.conns)
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range e.conns {
+		c, err := e.db.Conn(ctx)
 		if err != nil {
 			return st, fmt.Errorf("prepare mail search: %w", err)
 		}
-		for rows.Next() {
-			if i == 0 {
-				rows.Scan(&st.Messages)
-			}
+		held = append(held, c)
+		n, err := Warm(ctx, c)
+		if err != nil {
+			return st, fmt.Errorf("prepare mail search: %w", err)
 		}
-		rows.Close()
+		st.Messages = n
 	}
+	st.Connections = len(held)
 	st.Duration = time.Since(start)
 	e.prepMu.Lock()
 	e.prepared = &st
 	e.prepMu.Unlock()
 	return st, nil
+}
+
+// Querier is a connection Warm can run on (a *sql.Conn, *sql.DB or *sql.Tx).
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Warm runs the small lookups Prepare runs on every read connection at
+// start-up, so that the first interactive search finds the index structure,
+// upper b-tree pages and the code paths of each stage warm. They return no
+// source content; Warm reports the number of active messages.
+func Warm(ctx context.Context, q Querier) (messages int, err error) {
+	for i, query := range []string{
+		"SELECT count(*) FROM messages WHERE deleted_at IS NULL",
+		"SELECT rowid FROM message_fts WHERE message_fts MATCH 'steward' ORDER BY rank LIMIT 5",
+		`SELECT rowid FROM message_tri WHERE message_tri MATCH '"ste"' ORDER BY rowid DESC LIMIT 5`,
+		"SELECT id FROM messages WHERE seen = 0 AND deleted_at IS NULL ORDER BY id DESC LIMIT 5",
+	} {
+		rows, err := q.QueryContext(ctx, query)
+		if err != nil {
+			return 0, fmt.Errorf("warm %q: %w", query, err)
+		}
+		for rows.Next() {
+			if i == 0 {
+				rows.Scan(&messages)
+			}
+		}
+		err = rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("warm %q: %w", query, err)
+		}
+	}
+	return messages, nil
 }
 
 // Prepared returns the last preparation, or nil.

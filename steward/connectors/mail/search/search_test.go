@@ -491,7 +491,7 @@ func TestPrepareWarmsTheVectorIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Vectors != 33 || st.Dimension != 64 || st.Messages != 33 || e.Prepared() == nil {
+	if st.Vectors != 33 || st.Dimension != 64 || st.Messages != 33 || st.Connections != 4 || e.Prepared() == nil {
 		t.Errorf("prepare %+v", st)
 	}
 	// New vectors written by the embedding job appear without a restart.
