@@ -17,14 +17,12 @@ import (
 // Built says whether this binary carries the C engine.
 const Built = true
 
-// readOnlyPragmas match what sqlitedb.Open sets on a read-only connection and
-// what the search engines add for their readers.
+// readOnlyPragmas match what sqlitedb.Open sets on a read-only connection;
+// callers add the same tuning pragmas to both engines.
 var readOnlyPragmas = []string{
 	"PRAGMA busy_timeout = 5000",
 	"PRAGMA foreign_keys = 1",
 	"PRAGMA query_only = 1",
-	"PRAGMA mmap_size = 2147483648",
-	"PRAGMA cache_size = -65536",
 }
 
 // loadVec makes sqlite-vec (vec0) part of every later C connection, as
