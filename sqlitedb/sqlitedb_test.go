@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,42 @@ func TestOpenAppliesPragmas(t *testing.T) {
 		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
 			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(f), info.Mode().Perm(), err)
 		}
+	}
+}
+
+// Search tuning reaches every pooled connection, not only the first, and
+// reads the same through TuningPragmas for another driver.
+func TestSearchTuningOnEveryConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	open(t, path, sqlitedb.Options{})
+	opts := sqlitedb.Options{ReadOnly: true}.SearchTuning()
+	db := open(t, path, opts)
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var mmap int64
+		var cache int
+		c.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&mmap)
+		c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache)
+		// SQLite caps the map just under 2 GiB (SQLITE_MAX_MMAP_SIZE).
+		if mmap < 1<<30 || mmap > opts.MmapSize || cache != -opts.CacheKiB {
+			t.Errorf("connection %d: mmap_size %d, cache_size %d; want %d, %d", len(conns), mmap, cache, opts.MmapSize, -opts.CacheKiB)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	want := []string{"PRAGMA mmap_size = 2147483648", "PRAGMA cache_size = -65536"}
+	if got := opts.TuningPragmas(); !slices.Equal(got, want) {
+		t.Errorf("TuningPragmas = %q, want %q", got, want)
+	}
+	if got := (sqlitedb.Options{}).TuningPragmas(); len(got) != 0 {
+		t.Errorf("untuned options list pragmas %q", got)
 	}
 }
 

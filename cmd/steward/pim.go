@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/search/indexfile"
 	"github.com/agentstack/agentstack/search/vecindex"
 	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/sqlitedb/csqlite"
@@ -310,7 +311,7 @@ func runPimBench(ctx context.Context, env *cliEnv, s pimBenchSuite, args []strin
 		}
 		built := time.Since(start)
 		fmt.Fprintf(env.Stderr, "%s ×%d: indexed and embedded in %s; timing…\n", s.name, scale, built.Round(time.Millisecond))
-		db, err := sqlitedb.Open(ctx, indexPath, sqlitedb.Options{ReadOnly: true})
+		db, err := sqlitedb.Open(ctx, indexPath, indexfile.ReadOptions()) // as the connectors open it for search
 		if err != nil {
 			return err
 		}
@@ -421,7 +422,7 @@ func runPimScale(ctx context.Context, env *cliEnv, f *pimBenchFlags, db *sql.DB,
 	if st, err := os.Stat(path); err == nil {
 		res.IndexBytes = st.Size()
 	}
-	cdb, cErr := csqlite.Open(ctx, path)
+	cdb, cErr := csqlite.Open(ctx, path, indexfile.ReadOptions().TuningPragmas()...)
 	if cErr != nil {
 		fmt.Fprintf(env.Stderr, "  C baseline skipped: %v\n", cErr)
 	} else {

@@ -43,11 +43,15 @@ func Open(ctx context.Context, path string, o Options) (*sql.DB, error) {
 	return db, nil
 }
 
+// ReadOptions are how OpenReadOnly opens an index: query-only, with the
+// search readers' memory map and page cache (sqlitedb.Options.SearchTuning).
+func ReadOptions() sqlitedb.Options { return sqlitedb.Options{ReadOnly: true}.SearchTuning() }
+
 // OpenReadOnly opens an existing index for searching; it never writes. A
 // missing file or an older schema is o.NotBuilt; a newer schema is
 // sqlitedb.ErrNewerSchema.
 func OpenReadOnly(ctx context.Context, path string, o Options) (*sql.DB, error) {
-	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{ReadOnly: true})
+	db, err := sqlitedb.Open(ctx, path, ReadOptions())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w (%s does not exist)", o.NotBuilt, path)
 	}

@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 
 	vec "github.com/asg017/sqlite-vec-go-bindings/cgo"
@@ -17,8 +18,7 @@ import (
 // Built says whether this binary carries the C engine.
 const Built = true
 
-// readOnlyPragmas match what sqlitedb.Open sets on a read-only connection;
-// callers add the same tuning pragmas to both engines.
+// readOnlyPragmas match what sqlitedb.Open sets on a read-only connection.
 var readOnlyPragmas = []string{
 	"PRAGMA busy_timeout = 5000",
 	"PRAGMA foreign_keys = 1",
@@ -30,11 +30,13 @@ var readOnlyPragmas = []string{
 var loadVec = sync.OnceFunc(vec.Auto)
 
 // Open opens the existing store at path read-only through C SQLite, with
-// FTS5 and sqlite-vec, on a single connection.
-func Open(ctx context.Context, path string) (*sql.DB, error) {
+// FTS5 and sqlite-vec, on a single connection that also runs the tuning
+// pragmas (sqlitedb.Options.TuningPragmas of the Go side it is compared with).
+func Open(ctx context.Context, path string, tuning ...string) (*sql.DB, error) {
 	loadVec()
+	pragmas := append(slices.Clone(readOnlyPragmas), tuning...)
 	drv := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		for _, p := range readOnlyPragmas {
+		for _, p := range pragmas {
 			if _, err := c.Exec(p, []driver.Value{}); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}

@@ -11,7 +11,7 @@ import (
 const Built = false
 
 // Open reports ErrNotBuilt: this binary has no C engine.
-func Open(context.Context, string) (*sql.DB, error) { return nil, ErrNotBuilt }
+func Open(context.Context, string, ...string) (*sql.DB, error) { return nil, ErrNotBuilt }
 
 // Version is empty without the C engine.
 func Version() string { return "" }

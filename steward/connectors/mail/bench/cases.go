@@ -124,29 +124,24 @@ func RunCase(ctx context.Context, c Case, o CaseOptions) (*Timing, error) {
 	dbPath, query := o.DBPath, o.Query
 	switch c.kind {
 	case "sql", "vec0":
+		// The search engine's connection settings, in both engines.
+		opts := sqlitedb.Options{ReadOnly: true, MaxOpenConns: 1}.SearchTuning()
 		var db *sql.DB
 		var err error
 		if o.Engine == EngineC {
-			db, err = csqlite.Open(ctx, dbPath)
+			db, err = csqlite.Open(ctx, dbPath, opts.TuningPragmas()...)
 		} else {
-			db, err = sqlitedb.Open(ctx, dbPath, sqlitedb.Options{ReadOnly: true, MaxOpenConns: 1})
+			db, err = sqlitedb.Open(ctx, dbPath, opts)
 		}
 		if err != nil {
 			return nil, err
 		}
 		defer db.Close()
-		// The same connection settings as the search engine, in both
-		// engines; the statement is prepared once.
 		conn, err := db.Conn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer conn.Close()
-		for _, p := range []string{"PRAGMA mmap_size = 2147483648", "PRAGMA cache_size = -65536"} {
-			if _, err := conn.ExecContext(ctx, p); err != nil {
-				return nil, err
-			}
-		}
 		if c.kind == "sql" && !o.Cold {
 			start := time.Now()
 			if _, err := search.Warm(ctx, conn); err != nil {

@@ -70,7 +70,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if conns <= 0 {
 		conns = 4
 	}
-	db, err := sqlitedb.Open(ctx, opts.DBPath, sqlitedb.Options{ReadOnly: true, MaxOpenConns: conns})
+	// A 2 GiB map and a 64 MiB cache per connection, so a large archive is
+	// not re-read from disk.
+	db, err := sqlitedb.Open(ctx, opts.DBPath, sqlitedb.Options{ReadOnly: true, MaxOpenConns: conns}.SearchTuning())
 	if err != nil {
 		return nil, fmt.Errorf("open mail mirror for search: %w", err)
 	}
@@ -90,35 +92,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if e.embedder == nil && e.semOff == "" {
 		e.semOff = "no embedding endpoint configured"
 	}
-	if err := e.tuneConns(ctx, conns); err != nil {
-		db.Close()
-		return nil, err
-	}
 	return e, nil
-}
-
-// tuneConns gives every pooled connection a 2 GiB memory map (best effort)
-// and a 64 MiB page cache, so a large archive is not re-read from disk.
-func (e *Engine) tuneConns(ctx context.Context, n int) error {
-	held := make([]*sql.Conn, 0, n)
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for range n {
-		c, err := e.db.Conn(ctx)
-		if err != nil {
-			return fmt.Errorf("open mail search connection: %w", err)
-		}
-		held = append(held, c)
-		for _, p := range []string{"PRAGMA mmap_size = 2147483648", "PRAGMA cache_size = -65536"} {
-			if _, err := c.ExecContext(ctx, p); err != nil {
-				e.log.Debug("mail search pragma refused", "pragma", p, "err", err)
-			}
-		}
-	}
-	return nil
 }
 
 // Close closes the connections.
