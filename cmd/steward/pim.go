@@ -387,7 +387,7 @@ type pimBenchReport struct {
 func newPimBenchReport(suite string, f *pimBenchFlags) *pimBenchReport {
 	return &pimBenchReport{Suite: suite, Date: time.Now().UTC().Format(time.RFC3339), Machine: machineDescription(),
 		GoVersion: runtime.Version(), Dim: f.dim, Samples: f.samples,
-		Method: "Each case: one first query then warm samples on a read-only connection in this process (modernc.org/sqlite); " +
+		Method: "Each case: one first query then warm samples in this process (modernc.org/sqlite), the index opened as the connectors open it for search; " +
 			"median and nearest-rank p95 exclude the first. Indexes are built through the real sync/index code with deterministic " +
 			"synthetic records and vectors. For the C baseline the identical SQL runs through C SQLite of the same release (cgo, " +
 			"package sqlitedb/csqlite) on the same file, in this process and through the same harness: batches of k runs (about 10 ms " +
