@@ -12,9 +12,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentstack/agentstack/saivage/state"
 )
@@ -65,46 +67,69 @@ type Store struct {
 	pub *state.Publisher
 
 	mu sync.Mutex
-	// validated remembers, per segment file, its size right after this store
-	// validated or appended to it. One server owns a project (the lock), so
-	// a file still of that size needs no re-reading before the next append;
-	// any other size means someone else wrote it, and it is validated again.
-	validated map[string]int64
+	// known remembers, per segment file, what it held right after this store
+	// validated, read or appended to it. One server owns a project (the
+	// lock), so a file still of that size and modification time needs no
+	// re-reading, neither before the next append nor to rebuild an agent's
+	// context before each model call; any other state means someone else
+	// wrote it, and it is read and validated again.
+	known map[string]*segmentState
+	clock uint64 // orders uses, to drop the least recently used state
+}
+
+// maxKnownSegments bounds the segments whose rows a Store keeps in memory.
+const maxKnownSegments = 64
+
+type segmentState struct {
+	size    int64
+	modTime time.Time
+	rows    []Row // the segment's valid rows, exactly as a fresh read decodes them
+	used    uint64
 }
 
 // New returns a Store.
-func New(pub *state.Publisher) *Store { return &Store{pub: pub, validated: map[string]int64{}} }
+func New(pub *state.Publisher) *Store { return &Store{pub: pub, known: map[string]*segmentState{}} }
 
-func fileSize(p string) (int64, bool) {
+// current returns the rows this store last saw in p, if p is unchanged since.
+func (s *Store) current(p string) ([]Row, bool) {
 	info, err := os.Stat(p)
-	if err != nil {
-		return 0, false
-	}
-	return info.Size(), true
-}
-
-func (s *Store) stillValid(p string) bool {
-	size, ok := fileSize(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	known, seen := s.validated[p]
-	return ok && seen && known == size
+	st := s.known[p]
+	if err != nil || st == nil || st.size != info.Size() || !st.modTime.Equal(info.ModTime()) {
+		return nil, false
+	}
+	s.clock++
+	st.used = s.clock
+	return st.rows, true
 }
 
 func (s *Store) forget(p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.validated, p)
+	delete(s.known, p)
 }
 
-func (s *Store) markValid(p string) {
-	size, ok := fileSize(p)
+// remember records that p now holds exactly rows (rows is not copied: the
+// caller hands it over).
+func (s *Store) remember(p string, rows []Row) {
+	info, err := os.Stat(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ok {
-		s.validated[p] = size
-	} else {
-		delete(s.validated, p)
+	if err != nil {
+		delete(s.known, p)
+		return
+	}
+	s.clock++
+	s.known[p] = &segmentState{size: info.Size(), modTime: info.ModTime(), rows: rows, used: s.clock}
+	for len(s.known) > maxKnownSegments {
+		oldest := ""
+		for k, st := range s.known {
+			if oldest == "" || st.used < s.known[oldest].used {
+				oldest = k
+			}
+		}
+		delete(s.known, oldest)
 	}
 }
 
@@ -172,16 +197,22 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 	}
 	first := len(idx.Segments) == 0
 	n := len(idx.Segments)
+	var before []Row
 	if first {
 		n = 1
-	} else if !s.stillValid(segmentPath(dir, n)) {
+	} else if known, ok := s.current(segmentPath(dir, n)); ok {
+		before = known
+	} else {
 		// Validate the whole session (and truncate a torn tail) before the
 		// first append to it, or after anyone else changed the file.
-		if _, err := s.Load(dir, session, state.TailTruncate); err != nil {
+		segs, err := s.Load(dir, session, state.TailTruncate)
+		if err != nil {
 			return err
 		}
+		before = segs[len(segs)-1]
 	}
 	env := state.Envelope{V: SegmentFormat}
+	after := slices.Clip(before)
 	for _, r := range rows {
 		if !rowKinds[r.Kind] || r.ID == "" {
 			return fmt.Errorf("append to %s: invalid row %+v", session, r)
@@ -191,12 +222,18 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 			return err
 		}
 		env.Rows = append(env.Rows, b)
+		// What a later read will decode (Marshal compacts Content).
+		stored, err := decodeRow(b)
+		if err != nil {
+			return err
+		}
+		after = append(after, stored)
 	}
 	if err := s.pub.Append(segmentPath(dir, n), env, first); err != nil {
 		s.forget(segmentPath(dir, n)) // unknown state: validate before the next append
 		return err
 	}
-	s.markValid(segmentPath(dir, n))
+	s.remember(segmentPath(dir, n), after)
 	if first {
 		idx.Segments = []Segment{{N: 1, Kind: "ordinary"}}
 		return s.publishIndex(dir, idx, false)
@@ -303,27 +340,48 @@ func (s *Store) LoadCurrent(dir, session string, tail state.TailPolicy) (Current
 	}
 	seg := idx.Segments[len(idx.Segments)-1]
 	cur.N, cur.Kind = seg.N, seg.Kind
-	if cur.Rows, err = s.readSegment(segmentPath(dir, seg.N), tail); err != nil {
+	p := segmentPath(dir, seg.N)
+	if known, ok := s.current(p); ok {
+		// Unchanged since this store read or wrote it: no need to decode
+		// the file again before every model call.
+		if err := ValidatePairs(known); err != nil {
+			return Current{}, fmt.Errorf("%s: %w", p, err)
+		}
+		cur.Rows = slices.Clone(known)
+		return cur, nil
+	}
+	if cur.Rows, err = s.readSegment(p, tail); err != nil {
 		return Current{}, err
 	}
 	return cur, nil
 }
 
+func decodeRow(raw []byte) (Row, error) {
+	var r Row
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Row{}, err
+	}
+	if !rowKinds[r.Kind] || r.ID == "" {
+		return Row{}, fmt.Errorf("invalid row kind %q", r.Kind)
+	}
+	return r, nil
+}
+
+// readSegment reads and validates segment p. When the file then holds
+// exactly the rows returned (no torn tail left behind), they are remembered
+// for the next append and the next LoadCurrent.
 func (s *Store) readSegment(p string, tail state.TailPolicy) ([]Row, error) {
 	rows := []Row{}
-	_, err := s.pub.ReadJSONL(p, state.ReadOptions{
+	res, err := s.pub.ReadJSONL(p, state.ReadOptions{
 		Versions: []int{SegmentFormat},
 		Tail:     tail,
 		Validate: func(_ int, env state.Envelope) error {
 			for _, raw := range env.Rows {
-				var r Row
-				dec := json.NewDecoder(bytes.NewReader(raw))
-				dec.DisallowUnknownFields()
-				if err := dec.Decode(&r); err != nil {
+				r, err := decodeRow(raw)
+				if err != nil {
 					return err
-				}
-				if !rowKinds[r.Kind] || r.ID == "" {
-					return fmt.Errorf("invalid row kind %q", r.Kind)
 				}
 				rows = append(rows, r)
 			}
@@ -335,6 +393,9 @@ func (s *Store) readSegment(p string, tail state.TailPolicy) ([]Row, error) {
 	}
 	if err := ValidatePairs(rows); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if res.Truncated == 0 || tail == state.TailTruncate {
+		s.remember(p, slices.Clone(rows))
 	}
 	return rows, nil
 }

@@ -1,8 +1,10 @@
 package conversations_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -115,5 +117,61 @@ func TestAppendRevalidatesAFileChangedByOthers(t *testing.T) {
 	os.WriteFile(seg, append(append([]byte{}, now...), `{"v":2,"rows":[{"id":"9","kind":"tool_result","call_id":"zz"}]}`+"\n"...), 0o644)
 	if err := s.Append(dir, id, []conversations.Row{row("4", "user", "")}); err == nil || !strings.Contains(err.Error(), "no earlier call") {
 		t.Fatalf("append after an orphan written by another: %v", err)
+	}
+}
+
+// TestLoadCurrentMatchesAFreshRead: the rows LoadCurrent serves from memory
+// (unchanged file) are exactly what a store reading the file anew decodes,
+// callers cannot alter them, and an append by another writer is seen.
+func TestLoadCurrentMatchesAFreshRead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "executor")
+	pub := state.New(state.Options{})
+	s := conversations.New(pub)
+	id := conversations.SessionID("executor", "project.a")
+	if err := s.Establish(dir, id); err != nil {
+		t.Fatal(err)
+	}
+	call := row("2", "tool_call", "a")
+	call.Name, call.Content = "read", json.RawMessage(`{ "arguments" : "{\"path\": \"main.go\"}" }`) // compacted on disk
+	if err := s.Append(dir, id, []conversations.Row{row("1", "user", ""), call}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() []conversations.Row {
+		t.Helper()
+		cur, err := conversations.New(pub).LoadCurrent(dir, id, state.TailFail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur.Rows
+	}
+	load := func() []conversations.Row {
+		t.Helper()
+		cur, err := s.LoadCurrent(dir, id, state.TailTruncate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur.Rows
+	}
+	if got, want := load(), fresh(); !reflect.DeepEqual(got, want) || len(got) != 2 {
+		t.Fatalf("after append: %+v, a fresh read gives %+v", got, want)
+	}
+	got := load()
+	got[0].ID = "changed"
+	if again := load(); again[0].ID != "1" {
+		t.Fatal("a caller's change reached the store's rows")
+	}
+
+	other := conversations.New(pub)
+	if err := other.Append(dir, id, []conversations.Row{row("3", "tool_result", "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(); len(got) != 3 || got[2].ID != "3" {
+		t.Fatalf("an append by another writer is not seen: %+v", got)
+	}
+	if err := s.Append(dir, id, []conversations.Row{row("4", "user", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := load(), fresh(); !reflect.DeepEqual(got, want) || len(got) != 4 {
+		t.Fatalf("after both: %+v, a fresh read gives %+v", got, want)
 	}
 }
