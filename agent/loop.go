@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
@@ -68,7 +69,10 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 		specs = append(specs, llm.Tool{Type: "function", Function: llm.FunctionDef{Name: s.Name, Description: s.Description, Parameters: params}})
 	}
 	res := &RunResult{}
-	conv := append([]llm.Message(nil), opts.Messages...)
+	// Clipped, so that appending copies (once, at the first tool call)
+	// instead of writing into the caller's array; an answer without tool
+	// calls never copies the history.
+	conv := slices.Clip(opts.Messages)
 	finish := func(reason StopReason, err error) (*RunResult, error) {
 		res.Reason = reason
 		if err != nil {
@@ -111,13 +115,13 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 		}
 		msg := resp.Choices[0].Message
 		msg.Role = "assistant"
-		conv = append(conv, msg)
 		res.Messages = append(res.Messages, msg)
 		res.Text = msg.Content
 		emit(AssistantMessage{Message: msg, Usage: resp.Usage})
 		if len(msg.ToolCalls) == 0 {
 			return finish(StopAnswered, nil)
 		}
+		conv = append(conv, msg)
 		for i, call := range msg.ToolCalls {
 			if ctx.Err() != nil {
 				// Pair every remaining call with an explicit failed result.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
@@ -61,7 +62,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		fail(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over the %d MiB limit", MaxRequestBytes>>20))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -71,8 +72,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		}
 		return
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	fields, err := splitObject(body)
+	if err != nil {
 		fail(http.StatusBadRequest, "invalid_json", "the request body is not a JSON object")
 		return
 	}
@@ -175,8 +176,7 @@ func (x *exchange) upstreamBody(t *target, stream bool) []byte {
 			delete(f, "stream_options")
 		}
 	}
-	b, _ := json.Marshal(f)
-	return b
+	return joinObject(f)
 }
 
 // send posts to t and returns the response once its headers arrived.
@@ -319,8 +319,13 @@ func (x *exchange) tryStream(t *target) bool {
 		return x.finish(t, resp, toHeaders, body, true)
 	}
 
-	events := bufio.NewReaderSize(resp.Body, 32<<10)
-	first, data, err := readEvent(events)
+	events := eventReaders.Get().(*bufio.Reader)
+	events.Reset(resp.Body)
+	defer func() {
+		events.Reset(nil)
+		eventReaders.Put(events)
+	}()
+	first, data, err := readEvent(events, nil, nil)
 	if err != nil {
 		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "stream ended before any output: "+err.Error())
 		return false
@@ -352,7 +357,7 @@ func (x *exchange) tryStream(t *target) bool {
 		if bytes.Equal(data, []byte("[DONE]")) {
 			return true
 		}
-		first, data, err = readEvent(events)
+		first, data, err = readEvent(events, first[:0], data[:0]) // both were written out
 		if err != nil {
 			break
 		}
@@ -397,9 +402,38 @@ func isEventStream(ct string) bool {
 	return mt == "text/event-stream"
 }
 
+// eventReaders recycles the 32 KiB buffers that read upstream streams:
+// readEvent copies what it returns, so nothing refers to a buffer after its
+// stream.
+var eventReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// readBody reads a request body of n bytes (n < 0: unknown) in one
+// allocation when n is known; a chat's history makes bodies of tens of
+// kilobytes, which io.ReadAll would grow and copy several times.
+func readBody(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 || n > MaxRequestBytes {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, n+1) // +1: the read that returns io.EOF needs room
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
 // readEvent reads one server-sent event: its raw bytes (ending in a blank
-// line) and its data payload. io.EOF means a clean end with no partial event.
-func readEvent(r *bufio.Reader) (raw, data []byte, err error) {
+// line) and its data payload, appended to raw and data (empty slices whose
+// memory may be reused). io.EOF means a clean end with no partial event.
+func readEvent(r *bufio.Reader, raw, data []byte) ([]byte, []byte, error) {
 	var hasData bool
 	for {
 		line, err := r.ReadSlice('\n')

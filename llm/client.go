@@ -159,9 +159,10 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 	}
 	defer resp.Body.Close()
 	var acc Accumulator
+	var dec chunkDecoder
 	err = ReadSSE(resp.Body, func(data []byte) error {
 		var chunk StreamChunk
-		if err := json.Unmarshal(data, &chunk); err != nil {
+		if err := dec.decode(data, &chunk); err != nil {
 			return fmt.Errorf("decode stream chunk: %w", err)
 		}
 		if chunk.Error != nil {
@@ -190,7 +191,9 @@ var ErrStreamTruncated = errors.New("model stream ended before [DONE]")
 // are ignored. A body that ends before [DONE] gives ErrStreamTruncated.
 func ReadSSE(r io.Reader, fn func(data []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	// Events are small: start with 4 KiB (it grows for long lines up to
+	// 16 MiB) rather than allocate 64 KiB for every stream.
+	sc.Buffer(make([]byte, 4<<10), 16<<20)
 	var data []byte
 	var have bool
 	for sc.Scan() {

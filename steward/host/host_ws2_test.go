@@ -215,6 +215,17 @@ func TestPendingApprovalSurvivesReconnect(t *testing.T) {
 	chat := c.createChat("reload")
 	c.say(chat, "send it")
 	req := c.next("approval.request", nil)
+	// While the turn waits, the agent session already holds the question:
+	// a host that died now would resume with it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sess, err := e.store.Session(context.Background(), chat)
+		if err == nil && len(sess) > 0 && strings.Contains(sess[len(sess)-1].Content, "send it") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session during the approval wait: %+v, %v", sess, err)
+		}
+	}
 	c.conn.Close(websocket.StatusNormalClosure, "page reload")
 
 	c2 := e.dial(token)

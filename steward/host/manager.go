@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,13 +85,34 @@ type ChatManager struct {
 	// sessions caches each chat's agent conversation after its first turn;
 	// it is only read and written under the chat's lock.
 	sessions map[string][]llm.Message
+	// starting counts the turns waiting for their first model output.
+	starting *startGate
+	// known answers the chat lookup at the start of a turn from memory for
+	// chats this host has read: true while the chat exists, false once the
+	// host deleted it (IDs are never reused). Only the host writes chats.db,
+	// and the SQLite read cost more CPU than all the rest of a turn's start.
+	known map[string]bool
 }
 
 type turn struct {
 	id      string
 	cancel  context.CancelFunc
 	journal *journal
+	gate    *startGate
+	left    sync.Once
 }
+
+// newTurn starts a turn's journal and counts the turn as waiting for its
+// first output until outputStarted.
+func (m *ChatManager) newTurn(ctx context.Context, chatID string, cancel context.CancelFunc) *turn {
+	m.starting.enter()
+	return &turn{id: chats.NewID("turn"), cancel: cancel, gate: m.starting,
+		journal: newJournal(ctx, m.opts.Store, chatID, m.opts.Logger, m.starting)}
+}
+
+// outputStarted says the turn's first output has been handled, or that the
+// turn ended without any; it may be called more than once.
+func (t *turn) outputStarted() { t.left.Do(t.gate.leave) }
 
 type pendingApproval struct {
 	chatID   string
@@ -114,7 +136,8 @@ func NewManager(opts ManagerOptions) *ChatManager {
 		opts.Tools = func() []agent.Tool { return nil }
 	}
 	return &ChatManager{opts: opts, turns: map[string]*turn{}, locks: map[string]chan struct{}{},
-		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}, sessions: map[string][]llm.Message{}}
+		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}, sessions: map[string][]llm.Message{},
+		starting: newStartGate(), known: map[string]bool{}}
 }
 
 // TurnOptions varies a turn.
@@ -125,6 +148,9 @@ type TurnOptions struct {
 	// approval timeout, then is denied.
 	Headless    bool
 	Attribution llm.Attribution
+	// chatChecked says the caller has just looked the chat up, so the turn
+	// does not look it up again before it starts.
+	chatChecked bool
 }
 
 // lockChat serialises turns per chat; it gives up when ctx ends.
@@ -169,8 +195,10 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	fail := func(err error, aborted bool) protocol.TurnResult {
 		return protocol.TurnResult{OK: false, Error: err.Error(), Aborted: aborted}
 	}
-	if _, err := m.opts.Store.Get(ctx, chatID); err != nil {
-		return fail(err, false)
+	if !opts.chatChecked {
+		if err := m.CheckChat(ctx, chatID); err != nil {
+			return fail(err, false)
+		}
 	}
 	unlock, err := m.lockChat(ctx, chatID)
 	if err != nil {
@@ -185,7 +213,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	}
 	turnCtx = llm.WithAttribution(turnCtx, opts.Attribution)
 	turnCtx = withChatID(turnCtx, chatID) // for host tools bound to their chat (watchturn.go)
-	t := &turn{id: chats.NewID("turn"), cancel: cancel, journal: newJournal(ctx, m.opts.Store, chatID, m.opts.Logger)}
+	t := m.newTurn(ctx, chatID, cancel)
 	m.mu.Lock()
 	m.turns[chatID] = t
 	m.mu.Unlock()
@@ -196,6 +224,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	}()
 
 	result := m.runTurn(turnCtx, chatID, t, text, opts)
+	t.outputStarted()
 	if err := t.journal.close(); err != nil && result.OK {
 		result = protocol.TurnResult{Error: "the answer could not be saved: " + err.Error(), Text: result.Text}
 	}
@@ -227,6 +256,9 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 		modelText += fmt.Sprintf("\n[Attached file %q (%s, %d bytes), upload token %s]", f.Name, f.Type, f.Size, f.Token)
 	}
 	user := llm.Message{Role: "user", Content: modelText}
+	// The user's message goes into the session at once (the journal writes
+	// it after the first output), so a host that dies mid-turn — during an
+	// approval wait, say — resumes with the question the user asked.
 	j.session(user)
 	msgs := make([]llm.Message, 0, len(history)+2)
 	if m.opts.SystemPrompt != "" {
@@ -239,7 +271,7 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 		Approver: &chatApprover{m: m, chatID: chatID, headless: opts.Headless},
 		Observer: &policyObserver{m: m, chatID: chatID},
 	})
-	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
+	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: t, j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
 	res, runErr := agent.Run(ctx, agent.RunOptions{
 		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
 		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on,
@@ -247,7 +279,9 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 	if len(res.Messages) > 0 {
 		j.session(res.Messages...)
 	}
-	m.cacheSession(chatID, append(append(history[:len(history):len(history)], user), res.Messages...))
+	// The cache owns history and only turns of this chat (holding its lock)
+	// read it, so it grows in place rather than being copied every turn.
+	m.cacheSession(chatID, append(append(history, user), res.Messages...))
 	out := protocol.TurnResult{OK: runErr == nil, Text: res.Text, MessageID: rec.lastMessageID}
 	switch {
 	case errors.Is(runErr, context.Canceled):
@@ -298,12 +332,67 @@ func (m *ChatManager) cacheSession(chatID string, msgs []llm.Message) {
 	m.sessions[chatID] = msgs
 }
 
-// Forget drops what the manager keeps in memory about a deleted chat.
+// Transcript returns a chat's transcript as a client opening it must see
+// it: the stored entries followed by those the running turn has queued but
+// not yet written.
+func (m *ChatManager) Transcript(ctx context.Context, chatID string) ([]chats.Entry, error) {
+	m.mu.Lock()
+	t := m.turns[chatID]
+	m.mu.Unlock()
+	var queued []chats.Entry
+	if t != nil {
+		queued = t.journal.unwritten() // before the store: an entry written meanwhile is then read there
+	}
+	entries, err := m.opts.Store.Transcript(ctx, chatID)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queued {
+		if !slices.ContainsFunc(entries, func(e chats.Entry) bool { return e.ID == q.ID }) {
+			entries = append(entries, q)
+		}
+	}
+	return entries, nil
+}
+
+// CheckChat returns nil when chatID exists and chats.ErrNotFound when it does
+// not (or an error of the store). It reads the store once per chat; after
+// that it answers from memory until Forget or the host deletes the chat.
+func (m *ChatManager) CheckChat(ctx context.Context, chatID string) error {
+	m.mu.Lock()
+	exists, seen := m.known[chatID]
+	m.mu.Unlock()
+	switch {
+	case seen && exists:
+		return nil
+	case seen:
+		return chats.ErrNotFound
+	}
+	if _, err := m.opts.Store.Get(ctx, chatID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if _, seen := m.known[chatID]; !seen { // a deletion meanwhile wins
+		m.known[chatID] = true
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// deleted records that the host deleted chatID from the store (after Forget).
+func (m *ChatManager) deleted(chatID string) {
+	m.mu.Lock()
+	m.known[chatID] = false
+	m.mu.Unlock()
+}
+
+// Forget drops what the manager keeps in memory about a chat being deleted.
 func (m *ChatManager) Forget(chatID string) {
 	m.Abort(chatID)
 	m.cacheSession(chatID, nil)
 	m.mu.Lock()
 	delete(m.locks, chatID)
+	delete(m.known, chatID) // the next lookup reads the store
 	m.mu.Unlock()
 }
 

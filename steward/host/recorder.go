@@ -18,11 +18,13 @@ import (
 type turnRecorder struct {
 	m             *ChatManager
 	ctx           context.Context // not cancelled by an abort: records must land
+	t             *turn
 	j             *journal
 	chatID        string
 	turnID        string
 	cards         map[string]*cardState
 	lastMessageID string
+	began         bool // an event has been handled
 }
 
 type cardState struct {
@@ -33,6 +35,13 @@ type cardState struct {
 func (r *turnRecorder) env(t string) protocol.Envelope { return protocol.Env(t, "") }
 
 func (r *turnRecorder) on(ev agent.Event) {
+	// The journal may write from the event after the first one on: the
+	// first output is on its way to the clients by then.
+	if r.began {
+		r.j.release()
+	}
+	r.began = true
+	defer r.t.outputStarted()
 	m := r.m
 	switch e := ev.(type) {
 	case agent.AssistantDelta:

@@ -59,7 +59,7 @@ func (h *Host) handleQuickSend(w http.ResponseWriter, r *http.Request) {
 	h.hub.Broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*chat)})
 	h.turns.Add(1)
 	defer h.turns.Done()
-	res := h.manager.RunTurn(h.ctx, chat.ID, text, TurnOptions{Headless: true,
+	res := h.manager.RunTurn(h.ctx, chat.ID, text, TurnOptions{Headless: true, chatChecked: true,
 		Attribution: llm.Attribution{Service: "host", Action: "quick-send"}})
 	h.manager.opts.Store.SetUnread(h.ctx, chat.ID, true)
 	if c, err := h.manager.opts.Store.Get(h.ctx, chat.ID); err == nil {

@@ -68,7 +68,7 @@ func (m *ChatManager) DeliverWatchTurn(ctx context.Context, t watch.Turn) (watch
 
 	turnCtx, cancel := context.WithCancel(llm.WithAttribution(withChatID(ctx, chatID), WatchAttribution))
 	defer cancel()
-	tr := &turn{id: chats.NewID("turn"), cancel: cancel, journal: newJournal(ctx, m.opts.Store, chatID, m.opts.Logger)}
+	tr := m.newTurn(ctx, chatID, cancel)
 	m.mu.Lock()
 	m.turns[chatID] = tr
 	m.mu.Unlock()
@@ -81,6 +81,7 @@ func (m *ChatManager) DeliverWatchTurn(ctx context.Context, t watch.Turn) (watch
 		Summary: "watch event delivered into the chat", Payload: map[string]any{"watchId": t.WatchID, "eventId": t.EventID, "fallback": t.Fallback != ""}})
 
 	out, runErr := m.watchTurn(turnCtx, chatID, tr, t)
+	tr.outputStarted()
 	if err := tr.journal.close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("the notification could not be saved: %w", err)
 	}
@@ -136,7 +137,7 @@ func (m *ChatManager) watchTurn(ctx context.Context, chatID string, tr *turn, t 
 	}
 	tools := policy.Wrap(t.Tools, policy.WrapOptions{Policy: pol, Approver: noApprover{},
 		NewID: func() string { return chats.NewID("appr") }, Observer: &policyObserver{m: m, chatID: chatID}})
-	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), j: j, chatID: chatID, turnID: tr.id, cards: map[string]*cardState{}}
+	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: tr, j: j, chatID: chatID, turnID: tr.id, cards: map[string]*cardState{}}
 	res, runErr := agent.Run(ctx, agent.RunOptions{Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
 		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on})
 	switch {

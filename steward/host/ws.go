@@ -21,6 +21,10 @@ import (
 // authWait is how long a connection may take to send its auth frame.
 const authWait = 10 * time.Second
 
+// writeTimeout is how long one frame may take to reach a client before the
+// connection is dropped.
+const writeTimeout = 10 * time.Second
+
 // hub keeps the authenticated WebSocket clients and fans frames out to them.
 // A client too slow to keep up is disconnected rather than slowing the others.
 type hub struct {
@@ -79,10 +83,15 @@ func (h *hub) follow(c *wsClient, chatID string) {
 }
 
 func (h *hub) deliver(chatID string, frame any) {
-	b, err := json.Marshal(frame)
-	if err != nil {
-		h.log.Error("cannot encode a frame", "err", err)
-		return
+	var b []byte
+	if d, ok := frame.(protocol.AssistantDelta); ok {
+		b = d.AppendJSON(make([]byte, 0, 96+len(d.Text))) // one per streamed token
+	} else {
+		var err error
+		if b, err = json.Marshal(frame); err != nil {
+			h.log.Error("cannot encode a frame", "err", err)
+			return
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,12 +204,22 @@ func (h *Host) writeNow(conn *websocket.Conn, frame any) {
 }
 
 func (c *wsClient) writeLoop(ctx context.Context) {
+	// One watchdog timer for the connection instead of a deadline context
+	// per frame (a timer, a context and a cancellation hook for every
+	// token): a write still blocked after writeTimeout drops the connection,
+	// which ends the write. The writes themselves take a context that is
+	// never cancelled; closing the connection (the watchdog, the client
+	// leaving, the host closing) is what ends them.
+	watchdog := time.AfterFunc(writeTimeout, func() { c.conn.CloseNow() })
+	watchdog.Stop()
+	defer watchdog.Stop()
+	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case b := <-c.send:
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			watchdog.Reset(writeTimeout)
 			err := c.conn.Write(wctx, websocket.MessageText, b)
-			cancel()
+			watchdog.Stop()
 			if err != nil {
 				c.close(websocket.StatusGoingAway, "write failed")
 				return
@@ -305,19 +324,22 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			storeErr(err, f.ChatID)
 			return
 		}
+		h.manager.deleted(f.ChatID)
 		h.hub.Broadcast(protocol.ChatDeleted{Envelope: protocol.Env(protocol.TypeChatDeleted, env.ID), ChatID: f.ChatID})
 	case protocol.TypeChatOpen:
 		var f protocol.ChatRef
 		if !decode(&f) {
 			return
 		}
-		entries, err := store.Transcript(ctx, f.ChatID)
+		// Follow first: a frame published from now on reaches the client,
+		// and the entry behind it is already queued or written.
+		h.hub.follow(c, f.ChatID)
+		entries, err := h.manager.Transcript(ctx, f.ChatID)
 		if err != nil {
 			storeErr(err, f.ChatID)
 			return
 		}
 		store.SetUnread(ctx, f.ChatID, false)
-		h.hub.follow(c, f.ChatID)
 		out := protocol.Transcript{Envelope: protocol.Env(protocol.TypeTranscript, env.ID), ChatID: f.ChatID,
 			Pending: h.manager.PendingApprovals(f.ChatID), Running: h.manager.Running(f.ChatID)}
 		for _, e := range entries {
@@ -337,7 +359,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			fail(protocol.ErrTooLarge, fmt.Sprintf("the message has %d characters; the limit is %d", n, protocol.MaxMessageChars), f.ChatID)
 			return
 		}
-		if _, err := store.Get(ctx, f.ChatID); err != nil {
+		if err := h.manager.CheckChat(ctx, f.ChatID); err != nil {
 			storeErr(err, f.ChatID)
 			return
 		}
@@ -352,7 +374,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 		h.turns.Add(1)
 		go func() {
 			defer h.turns.Done()
-			h.manager.RunTurn(ctx, f.ChatID, f.Text, TurnOptions{Files: files})
+			h.manager.RunTurn(ctx, f.ChatID, f.Text, TurnOptions{Files: files, chatChecked: true})
 		}()
 	case protocol.TypeAbort:
 		var f protocol.ChatRef
