@@ -81,7 +81,12 @@ type Entry struct {
 // Store is the chats database. Writes go through one connection; reads use
 // a separate read-only pool, so a streaming turn's writes never make another
 // chat wait to read (WAL lets readers run beside the writer).
-type Store struct{ db, ro *sql.DB }
+type Store struct {
+	db, ro *sql.DB
+	// The statements every turn runs several times, prepared once: parsing
+	// them was a third of a turn's SQLite work.
+	touch, addEntry, lastSeq, addMessage *sql.Stmt
+}
 
 // Open opens (creating) the store at path.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -94,11 +99,34 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open chats for reading: %w", err)
 	}
-	return &Store{db: db, ro: ro}, nil
+	s := &Store{db: db, ro: ro}
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.touch, `UPDATE chats SET updated_at = ? WHERE id = ?`},
+		{&s.addEntry, `INSERT INTO entries(chat_id, seq, id, kind, at, data)
+			VALUES (?, (SELECT COALESCE(max(seq), 0) + 1 FROM entries WHERE chat_id = ?), ?, ?, ?, ?)`},
+		{&s.lastSeq, `SELECT COALESCE(max(seq), 0) FROM session WHERE chat_id = ?`},
+		{&s.addMessage, `INSERT INTO session(chat_id, seq, message) VALUES (?,?,?)`},
+	} {
+		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open chats: prepare %q: %w", p.sql, err)
+		}
+	}
+	return s, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return errors.Join(s.ro.Close(), s.db.Close()) }
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.touch, s.addEntry, s.lastSeq, s.addMessage} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return errors.Join(s.ro.Close(), s.db.Close())
+}
 
 // NewID returns a random identifier with a readable prefix.
 func NewID(prefix string) string {
@@ -216,16 +244,14 @@ func (s *Store) Append(ctx context.Context, chatID string, e *Entry) error {
 		return err
 	}
 	defer tx.Rollback()
-	r, err := tx.ExecContext(ctx, `UPDATE chats SET updated_at = ? WHERE id = ?`, e.At.UnixMilli(), chatID)
+	r, err := tx.StmtContext(ctx, s.touch).ExecContext(ctx, e.At.UnixMilli(), chatID)
 	if err != nil {
 		return fmt.Errorf("append to chat %s: %w", chatID, err)
 	}
 	if n, _ := r.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO entries(chat_id, seq, id, kind, at, data)
-		VALUES (?, (SELECT COALESCE(max(seq), 0) + 1 FROM entries WHERE chat_id = ?), ?, ?, ?, ?)`,
-		chatID, chatID, e.ID, e.Kind, e.At.UnixMilli(), string(e.Data))
+	_, err = tx.StmtContext(ctx, s.addEntry).ExecContext(ctx, chatID, chatID, e.ID, e.Kind, e.At.UnixMilli(), string(e.Data))
 	if err != nil {
 		return fmt.Errorf("append to chat %s: %w", chatID, err)
 	}
@@ -292,16 +318,17 @@ func (s *Store) AppendSession(ctx context.Context, chatID string, msgs ...llm.Me
 	}
 	defer tx.Rollback()
 	var next int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(max(seq), 0) FROM session WHERE chat_id = ?`, chatID).Scan(&next); err != nil {
+	if err := tx.StmtContext(ctx, s.lastSeq).QueryRowContext(ctx, chatID).Scan(&next); err != nil {
 		return err
 	}
+	add := tx.StmtContext(ctx, s.addMessage)
 	for _, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return err
 		}
 		next++
-		if _, err := tx.ExecContext(ctx, `INSERT INTO session(chat_id, seq, message) VALUES (?,?,?)`, chatID, next, string(b)); err != nil {
+		if _, err := add.ExecContext(ctx, chatID, next, string(b)); err != nil {
 			return fmt.Errorf("save session of chat %s: %w", chatID, err)
 		}
 	}
