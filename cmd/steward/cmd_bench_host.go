@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -43,8 +44,12 @@ type hostBenchReport struct {
 	Chunks      int                `json:"chunksPerStream"`
 	ChunkGapMS  float64            `json:"chunkGapMs"`
 	Paths       map[string]latency `json:"paths"` // gateway, host
-	AddedTTFTMS float64            `json:"addedTtftP99Ms"`
-	TTLTRatio   float64            `json:"ttltP50Ratio"` // host / gateway
+	// RequestBytes is the mean size of the requests each path's turns made
+	// upstream: the gateway path replays each chat's conversation, so both
+	// paths ask the model the same thing.
+	RequestBytes map[string]float64 `json:"upstreamRequestBytesMean"`
+	AddedTTFTMS  float64            `json:"addedTtftP99Ms"`
+	TTLTRatio    float64            `json:"ttltP50Ratio"` // host / gateway
 }
 
 type latency struct {
@@ -60,13 +65,14 @@ func runHostBench(ctx context.Context, env *cliEnv, args []string) error {
 Streams the same completion to 20 concurrent chats two ways, interleaved in one run: straight from the
 gateway (an OpenAI client reading the SSE stream) and through the host (a WebSocket client sending
 user.message and reading assistant.delta … turn.done, with the transcript and session written to a real
-chats.db). Reports time to first token (TTFT) and to last token (TTLT) at the client. Each of the
-20 chats takes a turn on each path per round, after a warm-up round; the default 50 rounds give 1,000
-turns per path, so the p99 is the 10th-worst turn rather than the 2nd-worst of 200.`)
+chats.db). Both paths make the same model request: the gateway path replays each chat's conversation and
+tools, so the difference is what the host adds. Reports time to first token (TTFT) and to last token
+(TTLT) at the client. Each of the 20 chats takes a turn on each path per round, after a warm-up round;
+the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst turn.`)
 	smoke := fs.Bool("smoke", false, "tiny run for CI")
 	asJSON := fs.Bool("json", false, "print the JSON report")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE")
-	rounds := fs.Int("rounds", 50, "rounds of one turn per chat and path, after a warm-up round")
+	rounds := fs.Int("rounds", 100, "rounds of one turn per chat and path, after a warm-up round (100: 2,000 turns per path, the p99 is the 20th-worst)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -96,12 +102,12 @@ turns per path, so the p99 is the 10th-worst turn rather than the 2nd-worst of 2
 	defer os.RemoveAll(dir)
 
 	// A streaming upstream: chunks tokens spaced by gap.
-	up, upURL, err := startStreamingUpstream(chunks, gap)
+	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
 	if err != nil {
 		return err
 	}
 	defer up.Close()
-	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: m } ]\n", upURL)))
+	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: path-h } ]\n  tier-4: [ { provider: up, model: path-d } ]\n", upURL)))
 	if err != nil {
 		return err
 	}
@@ -151,6 +157,7 @@ turns per path, so the p99 is the 10th-worst turn rather than the 2nd-worst of 2
 		}
 		samples[path] = append(samples[path], [2]time.Duration{ttft, ttlt})
 	}
+	tools := chatTools()
 	var wg sync.WaitGroup
 	for i := range nChats {
 		wg.Add(1)
@@ -163,8 +170,9 @@ turns per path, so the p99 is the 10th-worst turn rather than the 2nd-worst of 2
 			}
 			defer ws.Close(websocket.StatusNormalClosure, "")
 			var buf bytes.Buffer
-			for r := range *rounds + 1 { // round 0 warms up
-				ttft, ttlt, err := directTurn(ctx, client)
+			var conversation []llm.Message // what the host's chat holds, replayed on the gateway path
+			for r := range *rounds + 1 {   // round 0 warms up
+				ttft, ttlt, err := directTurn(ctx, client, &conversation, tools)
 				if r > 0 {
 					add("gateway", ttft, ttlt, err)
 				}
@@ -178,7 +186,8 @@ turns per path, so the p99 is the 10th-worst turn rather than the 2nd-worst of 2
 	wg.Wait()
 
 	rep := hostBenchReport{Date: time.Now().UTC(), Machine: machineDescription(), LoadAverage: strings.TrimSpace(string(load)), Command: "steward bench host",
-		Chats: nChats, Turns: nChats * *rounds, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{}}
+		Chats: nChats, Turns: nChats * *rounds, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{},
+		RequestBytes: map[string]float64{"gateway": sizes.mean("path-d"), "host": sizes.mean("path-h")}}
 	if *smoke {
 		rep.Command += " --smoke"
 	}
@@ -216,13 +225,41 @@ func serveOnLoopback(h http.Handler) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-// startStreamingUpstream streams n content chunks spaced by gap, then usage and [DONE].
-func startStreamingUpstream(n int, gap time.Duration) (*http.Server, string, error) {
+// requestSizes records the size of the requests an upstream received, per
+// upstream model (one per benchmark path).
+type requestSizes struct {
+	mu    sync.Mutex
+	total map[string]int
+	count map[string]int
+}
+
+func (s *requestSizes) mean(model string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count[model] == 0 {
+		return 0
+	}
+	return float64(s.total[model]) / float64(s.count[model])
+}
+
+// startStreamingUpstream streams n content chunks spaced by gap, then usage
+// and [DONE], recording the size of each request.
+func startStreamingUpstream(n int, gap time.Duration) (*http.Server, string, *requestSizes, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
+	sizes := &requestSizes{total: map[string]int{}, count: map[string]int{}}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Model string `json:"model"`
+		}
+		json.Unmarshal(body, &req)
+		sizes.mu.Lock()
+		sizes.total[req.Model] += len(body)
+		sizes.count[req.Model]++
+		sizes.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
 		for i := range n {
@@ -235,19 +272,40 @@ func startStreamingUpstream(n int, gap time.Duration) (*http.Server, string, err
 		f.Flush()
 	})}
 	go srv.Serve(ln)
-	return srv, "http://" + ln.Addr().String() + "/v1", nil
+	return srv, "http://" + ln.Addr().String() + "/v1", sizes, nil
 }
 
-func directTurn(ctx context.Context, c *llm.Client) (ttft, ttlt time.Duration, err error) {
+// chatTools are the tools the host offers the model in every chat (the
+// benchmark's host has no others).
+func chatTools() []llm.Tool {
+	spec := host.AskUserSpec()
+	return []llm.Tool{{Type: "function", Function: llm.FunctionDef{Name: spec.Name, Description: spec.Description, Parameters: spec.Parameters}}}
+}
+
+// directTurn asks the gateway what the host's chat would ask: the
+// conversation so far, the new message and the chat's tools (its public
+// model routes to the same upstream under another name, so the two paths'
+// requests are told apart); the answer joins the conversation as it joins
+// the chat's session.
+func directTurn(ctx context.Context, c *llm.Client, conversation *[]llm.Message, tools []llm.Tool) (ttft, ttlt time.Duration, err error) {
+	msgs := append(*conversation, llm.Message{Role: "user", Content: "stream please"})
+	var answer strings.Builder
 	start := time.Now()
-	_, err = c.ChatStream(ctx, &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "stream please"}}},
+	_, err = c.ChatStream(ctx, &llm.ChatRequest{Model: "tier-4", Messages: msgs, Tools: tools},
 		func(ch llm.StreamChunk) error {
-			if ttft == 0 && len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-				ttft = time.Since(start)
+			if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+				if ttft == 0 {
+					ttft = time.Since(start)
+				}
+				answer.WriteString(ch.Choices[0].Delta.Content)
 			}
 			return nil
 		})
-	return ttft, time.Since(start), err
+	ttlt = time.Since(start)
+	if err == nil {
+		*conversation = append(msgs, llm.Message{Role: "assistant", Content: answer.String()})
+	}
+	return ttft, ttlt, err
 }
 
 func openBenchChat(ctx context.Context, base, token, title string) (*websocket.Conn, string, error) {

@@ -412,4 +412,8 @@ func TestHostBenchSmoke(t *testing.T) {
 	if rep.Chats != 20 || rep.TTLTRatio <= 0 {
 		t.Errorf("report = %+v", rep)
 	}
+	// Both paths ask the model the same thing: the chat's conversation and tools.
+	if g, h := rep.RequestBytes["gateway"], rep.RequestBytes["host"]; g <= 0 || g != h {
+		t.Errorf("mean upstream request bytes: gateway path %.1f, host path %.1f; want equal", g, h)
+	}
 }

@@ -22,13 +22,18 @@ type pendingQuestion struct {
 	answer chan string
 }
 
+// AskUserSpec is the ask_user tool as every chat offers it to the model.
+func AskUserSpec() agent.ToolSpec {
+	return agent.ToolSpec{Name: AskUserTool,
+		Description: "Ask the user a short question and wait for the answer. Offer options when the choice is among a few.",
+		Parameters: json.RawMessage(`{"type":"object","required":["question"],"properties":{` +
+			`"question":{"type":"string"},"options":{"type":"array","items":{"type":"string"},"maxItems":8}}}`)}
+}
+
 // askUser returns the ask_user tool bound to a chat.
 func (m *ChatManager) askUser(chatID string) agent.Tool {
 	return agent.ToolFunc{
-		ToolSpec: agent.ToolSpec{Name: AskUserTool,
-			Description: "Ask the user a short question and wait for the answer. Offer options when the choice is among a few.",
-			Parameters: json.RawMessage(`{"type":"object","required":["question"],"properties":{` +
-				`"question":{"type":"string"},"options":{"type":"array","items":{"type":"string"},"maxItems":8}}}`)},
+		ToolSpec: AskUserSpec(),
 		Fn: func(ctx context.Context, args json.RawMessage) (agent.ToolResult, error) {
 			var a struct {
 				Question string   `json:"question"`
