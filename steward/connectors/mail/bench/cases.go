@@ -148,7 +148,7 @@ func RunCase(ctx context.Context, c Case, o CaseOptions) (*Timing, error) {
 		defer conn.Close()
 		if c.kind == "sql" && !o.Cold {
 			start := time.Now()
-			if _, err := search.Warm(ctx, conn); err != nil {
+			if err := search.Warm(ctx, conn); err != nil {
 				return nil, err
 			}
 			t.PrepareMS = ms(time.Since(start))

@@ -145,13 +145,15 @@ func (e *Engine) Prepare(ctx context.Context) (PrepareStats, error) {
 			return st, fmt.Errorf("prepare mail search: %w", err)
 		}
 		held = append(held, c)
-		n, err := Warm(ctx, c)
-		if err != nil {
+		if err := Warm(ctx, c); err != nil {
 			return st, fmt.Errorf("prepare mail search: %w", err)
 		}
-		st.Messages = n
 	}
 	st.Connections = len(held)
+	// Counted once: a scan of the message table, not a per-connection warm-up.
+	if err := held[0].QueryRowContext(ctx, "SELECT count(*) FROM messages WHERE deleted_at IS NULL").Scan(&st.Messages); err != nil {
+		return st, fmt.Errorf("prepare mail search: count messages: %w", err)
+	}
 	st.Duration = time.Since(start)
 	e.prepMu.Lock()
 	e.prepared = &st
@@ -167,32 +169,26 @@ type Querier interface {
 // Warm runs the small lookups Prepare runs on every read connection at
 // start-up, so that the first interactive search finds the index structure,
 // upper b-tree pages and the code paths of each stage warm. They return no
-// source content; Warm reports the number of active messages.
-func Warm(ctx context.Context, q Querier) (messages int, err error) {
-	for i, query := range []string{
-		"SELECT count(*) FROM messages WHERE deleted_at IS NULL",
+// source content.
+func Warm(ctx context.Context, q Querier) error {
+	for _, query := range []string{
 		"SELECT rowid FROM message_fts WHERE message_fts MATCH 'steward' ORDER BY rank LIMIT 5",
 		`SELECT rowid FROM message_tri WHERE message_tri MATCH '"ste"' ORDER BY rowid DESC LIMIT 5`,
 		"SELECT id FROM messages WHERE seen = 0 AND deleted_at IS NULL ORDER BY id DESC LIMIT 5",
 	} {
 		rows, err := q.QueryContext(ctx, query)
 		if err != nil {
-			return 0, fmt.Errorf("warm %q: %w", query, err)
+			return fmt.Errorf("warm %q: %w", query, err)
 		}
 		for rows.Next() {
-			if i == 0 {
-				rows.Scan(&messages)
-			}
 		}
-		err = rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
+		err = rows.Err()
+		rows.Close()
 		if err != nil {
-			return 0, fmt.Errorf("warm %q: %w", query, err)
+			return fmt.Errorf("warm %q: %w", query, err)
 		}
 	}
-	return messages, nil
+	return nil
 }
 
 // Prepared returns the last preparation, or nil.
