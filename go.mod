@@ -48,3 +48,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace modernc.org/memory => ./third_party/modernc.org/memory
