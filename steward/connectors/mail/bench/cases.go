@@ -60,11 +60,7 @@ type Timing struct {
 	FirstMS   float64   `json:"firstMs"`
 	SamplesMS []float64 `json:"samplesMs"`
 	MedianMS  float64   `json:"medianMs"`
-	// SettledMS is, for SQL cases under 0.1 ms, the median of 100 more runs
-	// after settleRuns: a fresh process needs a few hundred executions to
-	// reach its steady state (reported, not a target).
-	SettledMS float64 `json:"settledMedianMs,omitempty"`
-	P95MS     float64 `json:"p95Ms"`
+	P95MS     float64   `json:"p95Ms"`
 }
 
 // summarise fills the median (of the warm samples, excluding the first
@@ -235,26 +231,8 @@ func RunCase(ctx context.Context, c Case, o CaseOptions) (*Timing, error) {
 		t.SamplesMS = append(t.SamplesMS, ms(time.Since(start)))
 	}
 	t.summarise()
-	if c.kind == "sql" && t.MedianMS < 0.1 {
-		settled := Timing{}
-		for i := range settleRuns + 100 {
-			start := time.Now()
-			if _, err := op(); err != nil {
-				return nil, fmt.Errorf("%s: %w", c.Name, err)
-			}
-			if i >= settleRuns {
-				settled.SamplesMS = append(settled.SamplesMS, ms(time.Since(start)))
-			}
-		}
-		settled.summarise()
-		t.SettledMS = settled.MedianMS
-	}
 	return t, nil
 }
-
-// settleRuns is how many executions a microsecond case gets before its
-// settled median is sampled.
-const settleRuns = 500
 
 func countRows(rows *sql.Rows) (int, error) {
 	defer rows.Close()

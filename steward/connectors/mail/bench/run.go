@@ -559,11 +559,6 @@ func (r *Report) Summary() string {
 		}
 		fmt.Fprintf(&b, "%-28s %8d %10.3f %10.3f %10.3f %10s %10s %10s\n", c.Name, c.Returned, c.FirstMS, c.MedianMS, c.P95MS, cold, cm, cf)
 	}
-	for _, c := range r.Cases {
-		if c.SettledMS > 0 && c.C != nil && c.C.SettledMS > 0 {
-			fmt.Fprintf(&b, "settled (after %d runs): %s %.4f ms vs C %.4f ms (%.2f×), informational\n", settleRuns, c.Name, c.SettledMS, c.C.SettledMS, c.SettledMS/c.C.SettledMS)
-		}
-	}
 	fmt.Fprintf(&b, "vector: index %.2f ms vs vec0 %.2f ms (%.1f×), recall@50 %.3f\n", r.Vector.IndexMedianMS, r.Vector.Vec0MedianMS, r.Vector.Speedup, r.Vector.RecallAt50)
 	for _, c := range r.Checks {
 		mark := "PASS"
