@@ -46,7 +46,7 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
-	modernc.org/memory v1.12.1 // indirect
+	modernc.org/memory v1.12.1
 )
 
 replace modernc.org/memory => ./third_party/modernc.org/memory
