@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -48,8 +49,12 @@ type hostBenchReport struct {
 	// upstream: the gateway path replays each chat's conversation, so both
 	// paths ask the model the same thing.
 	RequestBytes map[string]float64 `json:"upstreamRequestBytesMean"`
-	AddedTTFTMS  float64            `json:"addedTtftP99Ms"`
-	TTLTRatio    float64            `json:"ttltP50Ratio"` // host / gateway
+	// AuditWritten and AuditDropped count the host's audit events, written
+	// as steward serve writes them.
+	AuditWritten int64   `json:"auditWritten"`
+	AuditDropped int64   `json:"auditDropped"`
+	AddedTTFTMS  float64 `json:"addedTtftP99Ms"`
+	TTLTRatio    float64 `json:"ttltP50Ratio"` // host / gateway
 }
 
 type latency struct {
@@ -130,10 +135,17 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		return err
 	}
 	defer store.Close()
+	// The audit ledger as steward serve attaches it: every turn audits the
+	// user's and the assistant's messages.
+	auditLedger, err := audit.Open(ctx, filepath.Join(dir, "audit.db"), audit.Options{})
+	if err != nil {
+		return err
+	}
+	defer auditLedger.Close()
 	pol, _ := policy.New(policy.Rules{})
 	const token = "bench-token-0123456789abcdef"
 	h := host.New(host.Options{Token: token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
-		Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",
+		Audit: host.LedgerAuditor(auditLedger), Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",
 			HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}}), // as steward serve does
 		ModelName: "tier-5", Policy: pol,
 	}})
@@ -184,10 +196,15 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		}()
 	}
 	wg.Wait()
+	if err := auditLedger.Flush(ctx); err != nil {
+		return fmt.Errorf("flush the audit ledger: %w", err)
+	}
+	auditStats := auditLedger.Stats()
 
 	rep := hostBenchReport{Date: time.Now().UTC(), Machine: machineDescription(), LoadAverage: strings.TrimSpace(string(load)), Command: "steward bench host",
 		Chats: nChats, Turns: nChats * *rounds, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{},
-		RequestBytes: map[string]float64{"gateway": sizes.mean("path-d"), "host": sizes.mean("path-h")}}
+		RequestBytes: map[string]float64{"gateway": sizes.mean("path-d"), "host": sizes.mean("path-h")},
+		AuditWritten: auditStats.Written, AuditDropped: auditStats.Dropped}
 	if *smoke {
 		rep.Command += " --smoke"
 	}

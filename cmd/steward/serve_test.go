@@ -412,6 +412,10 @@ func TestHostBenchSmoke(t *testing.T) {
 	if rep.Chats != 20 || rep.TTLTRatio <= 0 {
 		t.Errorf("report = %+v", rep)
 	}
+	// Every host turn audits the user's and the assistant's message, as in steward serve.
+	if rep.AuditWritten < int64(2*rep.Turns) || rep.AuditDropped != 0 {
+		t.Errorf("audit events written %d, dropped %d; want at least %d written, none dropped", rep.AuditWritten, rep.AuditDropped, 2*rep.Turns)
+	}
 	// Both paths ask the model the same thing: the chat's conversation and tools.
 	if g, h := rep.RequestBytes["gateway"], rep.RequestBytes["host"]; g <= 0 || g != h {
 		t.Errorf("mean upstream request bytes: gateway path %.1f, host path %.1f; want equal", g, h)
