@@ -10,8 +10,8 @@ import (
 )
 
 // checkOut asserts the invariants every extractor keeps on any input: valid
-// UTF-8 (after the usual replacement), the character budget, and errors
-// that are either documents errors or the budget.
+// UTF-8 in every page and heading, the character budget, and errors that are
+// either documents errors or the budget.
 func checkOut(t *testing.T, out *textOut, err error, budget int) {
 	t.Helper()
 	if err != nil && !errors.Is(err, errBudget) && ErrorCode(err) == "" {
@@ -22,11 +22,14 @@ func checkOut(t *testing.T, out *textOut, err error, budget int) {
 		t.Fatalf("%d chars over the %d budget", doc.Chars, budget)
 	}
 	for _, p := range doc.Pages {
-		if !utf8.ValidString(strings.ToValidUTF8(p.Text, "")) {
-			t.Fatal("invalid text")
+		if !utf8.ValidString(p.Text) {
+			t.Fatalf("page %d: invalid UTF-8 text %q", p.Number, p.Text)
 		}
 	}
 	for _, h := range doc.Headings {
+		if !utf8.ValidString(h.Text) {
+			t.Fatalf("invalid UTF-8 heading %q", h.Text)
+		}
 		if h.Page < 1 || h.Page > len(doc.Pages) || h.Offset < 0 {
 			t.Fatalf("heading out of range: %+v", h)
 		}

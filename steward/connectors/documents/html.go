@@ -98,7 +98,9 @@ func extractHTML(r io.Reader, out *textOut) error {
 			if skipDepth > 0 {
 				continue
 			}
-			text := string(z.Text())
+			// The tokenizer passes bytes through as they are; text inside
+			// <pre> is not re-encoded by collapseSpace, so repair it here.
+			text := strings.ToValidUTF8(string(z.Text()), "\uFFFD")
 			if inPre == 0 {
 				text = collapseSpace(text)
 				if text == " " && endsWithSpace(out) {
