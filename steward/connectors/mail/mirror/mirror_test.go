@@ -158,8 +158,44 @@ func TestAttachmentBlobsAreShared(t *testing.T) {
 	if string(data[:n]) != string(pdf.Data) {
 		t.Errorf("blob content %q", data[:n])
 	}
-	if _, err := s.Blobs().Open("../../etc/passwd"); err == nil {
-		t.Error("malformed blob key accepted")
+}
+
+// Malformed blob keys are refused by the key check itself: a file is planted
+// where each key would resolve, so only the check stands between the key and
+// an open file.
+func TestBlobKeysAreValidated(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "home", "mail", "blobs")
+	b, err := NewBlobs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{
+		"../../planted",
+		"ab/../../../planted-too",
+		strings.Repeat("AB", 32), // right length, not lower-case hex
+		strings.Repeat("a", 63),
+	} {
+		resolved := filepath.Join(dir, key[:2], key)
+		if !strings.HasPrefix(resolved, root+string(filepath.Separator)) {
+			t.Fatalf("key %q resolves outside the test directory: %s", key, resolved)
+		}
+		if err := os.MkdirAll(filepath.Dir(resolved), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(resolved, []byte("planted"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.Open(key)
+		if f != nil {
+			f.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "is not a SHA-256 hex digest") {
+			t.Errorf("Open(%q) = %v, want the malformed-key error", key, err)
+		}
+		if b.Has(key) {
+			t.Errorf("Has(%q) = true for a malformed key", key)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -335,14 +336,23 @@ func TestWalkAppleMail(t *testing.T) {
 	}
 }
 
+// Each refused part names a directory that exists and holds a file, so only
+// the part check stands between the lookup and an open file.
 func TestAppleAttachmentsRefusesTraversal(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "secret"), "s", time.Time{})
+	base := filepath.Join(root, "Mailbox", "Attachments", "5")
 	lookup := AppleAttachments(filepath.Join(root, "Mailbox", "Messages", "5.partial.emlx"))
 	for _, part := range []string{"../../..", "2/../../..", "", "2.a"} {
-		if rc, err := lookup(part, "secret"); err == nil {
+		writeFile(t, filepath.Join(base, part, "secret"), "s", time.Time{})
+		rc, err := lookup(part, "secret")
+		if err == nil {
 			rc.Close()
 			t.Errorf("part %q was accepted", part)
+			continue
+		}
+		// The guard's own error quotes the part; a missing directory would not.
+		if want := fmt.Sprintf("attachment part %q of 5", part); !strings.Contains(err.Error(), want) || !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("part %q: %v, want the guard's error %q", part, err, want)
 		}
 	}
 }
