@@ -262,10 +262,34 @@ func TestQueryPagination(t *testing.T) {
 	if _, err := l.Query(ctx, audit.Filter{Before: "nope"}); err == nil {
 		t.Error("a malformed cursor was accepted")
 	}
-	// Limits are clamped in the Go API.
-	page, _ := l.Query(ctx, audit.Filter{Limit: 10_000})
-	if len(page.Events) != 25 {
-		t.Errorf("limit over the max returned %d", len(page.Events))
+}
+
+// Limits are clamped in the Go API: one event more than MaxLimit gives a
+// full page, a continuation and the last event on the next page.
+func TestQueryLimitIsClamped(t *testing.T) {
+	l, _ := openLedger(t, audit.Options{})
+	ctx := context.Background()
+	at := time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC)
+	for i := range audit.MaxLimit + 1 {
+		l.Record(ctx, audit.Event{Actor: "host", Type: "test.clamp", Time: at.Add(time.Duration(i) * time.Millisecond), Summary: fmt.Sprint(i)})
+	}
+	flush(t, l)
+	page, err := l.Query(ctx, audit.Filter{Limit: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != audit.MaxLimit || page.Next == "" {
+		t.Fatalf("limit over the max: %d events, next %q; want %d and a continuation", len(page.Events), page.Next, audit.MaxLimit)
+	}
+	rest, err := l.Query(ctx, audit.Filter{Limit: 10_000, Before: page.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest.Events) != 1 || rest.Events[0].Summary != "0" || rest.Next != "" {
+		t.Errorf("second page: %d events (%v), next %q; want only the oldest event", len(rest.Events), names(rest.Events), rest.Next)
+	}
+	if page, err := l.Query(ctx, audit.Filter{}); err != nil || len(page.Events) != audit.DefaultLimit {
+		t.Errorf("no limit: %d events, %v; want %d", len(page.Events), err, audit.DefaultLimit)
 	}
 }
 
