@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -196,14 +197,69 @@ func TestSourceErrorPermissionIsActionable(t *testing.T) {
 			t.Errorf("%v → %v, want ErrPermission naming Full Disk Access", cause, err)
 		}
 	}
-	if os.Geteuid() == 0 {
-		return // root reads any file; the real chmod case needs an ordinary user
+}
+
+// An unreadable store is reported as a permission problem. Root reads any
+// file, so as root (as CI runs) the read runs as the unprivileged user nobody
+// in a copy of this test binary, given the path in unreadableStoreEnv.
+func TestReadAppleUnreadableStore(t *testing.T) {
+	path := os.Getenv(unreadableStoreEnv)
+	if path == "" {
+		dir := t.TempDir()
+		path = localsourcetest.CopyFile(t, localsourcetest.Fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), dir)
+		if err := os.Chmod(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			// t.TempDir and its parent are private to root: let nobody reach the file.
+			for _, d := range []string{dir, filepath.Dir(dir)} {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runAsNobody(t, unreadableStoreEnv+"="+path)
+			return
+		}
 	}
-	path := localsourcetest.CopyFile(t, localsourcetest.Fixture(t, "calendar-contacts/apple-calendar-sqlitedb/Calendar.sqlitedb"), t.TempDir())
-	os.Chmod(path, 0)
 	_, err := ReadApple(context.Background(), SourceConfig{Name: "mac", Path: path}, ReadOptions{})
 	if !errors.Is(err, ErrPermission) {
 		t.Errorf("unreadable store: got %v, want ErrPermission", err)
+	}
+}
+
+const unreadableStoreEnv = "CALENDAR_TEST_UNREADABLE_STORE"
+
+// runAsNobody reruns the calling test as uid/gid 65534 with env added and
+// fails unless it passed there (a skip does not count).
+func runAsNobody(t *testing.T, env ...string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "calendar-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "calendar.test")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s as nobody: %v\n%s", t.Name(), err, out)
 	}
 }
 
