@@ -85,7 +85,9 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.New(rules)
+	// Built-in rules bind to the connectors registered in this binary (the
+	// same list connectorServers starts and keeps user servers from taking).
+	pol, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
 	if err != nil {
 		return nil, err
 	}

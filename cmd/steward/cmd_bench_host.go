@@ -142,7 +142,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		return err
 	}
 	defer auditLedger.Close()
-	pol, _ := policy.New(policy.Rules{})
+	pol, _ := policy.New(policy.Options{})
 	const token = "bench-token-0123456789abcdef"
 	h := host.New(host.Options{Token: token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
 		Audit: host.LedgerAuditor(auditLedger), Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",

@@ -8,8 +8,12 @@ import (
 
 // TestMain lets the test binary stand in for the steward binary when the
 // host under test spawns its connectors (`<self> mcp NAME`), so that serve
-// tests run real connector processes instead of re-running the tests.
+// tests run real connector processes instead of re-running the tests, and
+// as a user's MCP server (runTestMCPServer).
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == testMCPServerArg {
+		os.Exit(runTestMCPServer(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "mcp" {
 		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 	}

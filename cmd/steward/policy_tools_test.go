@@ -2,19 +2,52 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/protocol"
 )
+
+// builtinConnectorRules splits the built-in rules that name a connector's
+// tool by whether that connector is registered in this binary.
+func builtinConnectorRules() (registered, unregistered map[string][]string) {
+	registered, unregistered = map[string][]string{}, map[string][]string{}
+	for _, list := range [][]string{policy.BuiltinAllow, policy.BuiltinGate} {
+		for _, rule := range list {
+			server, _, ok := mcpbridge.SplitToolName(rule)
+			if !ok {
+				continue // host tools
+			}
+			if slices.Contains(mcpNames(), server) {
+				registered[server] = append(registered[server], rule)
+			} else {
+				unregistered[server] = append(unregistered[server], rule)
+			}
+		}
+	}
+	return registered, unregistered
+}
 
 // TestBuiltinPolicyNamesRealTools starts every Steward connector and checks
 // that each built-in allow or gate rule for a connector names a tool that
 // connector really has: a renamed tool must not silently fall back to the
 // default gate (or, worse, a misspelt rule allow nothing while seeming to).
+// Rules for connectors this binary does not register must be inert under the
+// host's policy. Every connector rule is counted as checked one way or the
+// other.
 func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 	env, _, _ := testEnv(t, map[string]string{})
 	ctx := context.Background()
@@ -43,19 +76,223 @@ func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 		cs.Close()
 		ss.Close()
 	}
+	pol, err := policy.New(policy.Options{Connectors: mcpNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered, unregistered := builtinConnectorRules()
+	total, checkedTools, checkedInert := 0, 0, 0
 	for _, list := range [][]string{policy.BuiltinAllow, policy.BuiltinGate} {
 		for _, rule := range list {
-			server, _, ok := mcpbridge.SplitToolName(rule)
-			if !ok || !strings.HasPrefix(rule, mcpbridge.ToolPrefix) {
-				continue // host tools
+			if _, _, ok := mcpbridge.SplitToolName(rule); ok {
+				total++
 			}
-			registered := false
-			for _, n := range mcpNames() {
-				registered = registered || n == server
-			}
-			if registered && !tools[rule] {
+		}
+	}
+	for server, rules := range registered {
+		for _, rule := range rules {
+			checkedTools++
+			if !tools[rule] {
 				t.Errorf("built-in policy rule %q names no tool of connector %q", rule, server)
 			}
+		}
+	}
+	for _, rules := range unregistered {
+		for _, rule := range rules {
+			checkedInert++
+			if d := pol.Decide(rule); d != policy.Gate {
+				t.Errorf("built-in rule %q for an unregistered connector decides %s; a user's server of that name must be gated", rule, d)
+			}
+		}
+	}
+	t.Logf("%d connector rules: %d matched to a registered connector's tool, %d inert (connector not registered)", total, checkedTools, checkedInert)
+	if checkedTools == 0 || checkedTools+checkedInert != total {
+		t.Fatalf("checked %d+%d of %d connector rules", checkedTools, checkedInert, total)
+	}
+}
+
+// testMCPServerArg makes the test binary (see TestMain) a stdio MCP server:
+// `<self> test-mcp-server MARKDIR TOOL...` serves TOOLs, each of which
+// creates MARKDIR/TOOL when called, so a test can tell whether it ran.
+const testMCPServerArg = "test-mcp-server"
+
+func runTestMCPServer(args []string) int {
+	if len(args) < 2 {
+		return 2
+	}
+	mark := args[0]
+	s := mcp.NewServer(&mcp.Implementation{Name: "user-server", Version: "1"}, nil)
+	for _, name := range args[1:] {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				os.WriteFile(filepath.Join(mark, name), nil, 0o600)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + name}}}, nil
+			})
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestUserServerNamedLikeBuiltinConnectorIsGated runs steward serve with the
+// user's own MCP servers named like the connectors the built-in rules
+// mention but this binary does not register (wiki, writeops, actions), serving
+// tools of exactly the names those rules allow. Their tools must be gated —
+// shown as "gate" on the System page and answered by an approval card, not
+// run — while Steward's own connector reads stay allowed.
+func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
+	_, unregistered := builtinConnectorRules()
+	if len(unregistered) == 0 {
+		// Every connector the rules name is registered: a user server can
+		// no longer take such a name (TestServeStartsConnectors).
+		t.Skip("every connector named by a built-in rule is registered in this binary")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := llmtest.NewServer(t)
+	vars := map[string]string{}
+	env, _, logs := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	writeGatewayConfig(t, home, up.URL)
+	marks := t.TempDir()
+	servers := map[string]any{}
+	var first string
+	for server, rules := range unregistered {
+		args := []string{testMCPServerArg, marks}
+		for _, rule := range rules {
+			_, tool, _ := mcpbridge.SplitToolName(rule)
+			args = append(args, tool)
+			if first == "" || rule < first {
+				first = rule
+			}
+		}
+		servers[server] = map[string]any{"command": self, "args": args}
+	}
+	cfgJSON, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	if err := os.WriteFile(filepath.Join(home, "mcp.json"), cfgJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up.Enqueue("scripted",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "c1", Function: llm.FunctionCall{Name: first, Arguments: `{}`}}}},
+		llmtest.Reply{Content: "Understood."})
+
+	cfg, _ := env.Config()
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLn, gwLn := loopback(t), loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base := "http://" + hostLn.Addr().String()
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
+	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
+	token := strings.TrimSpace(string(tok))
+
+	// The System page lists every tool with its decision once the user's
+	// servers and the shell connector are up.
+	decisions := map[string]string{}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		var st struct {
+			Tools []struct{ Name, Decision string }
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+		}
+		clear(decisions)
+		for _, tool := range st.Tools {
+			decisions[tool.Name] = tool.Decision
+		}
+		ready := decisions["mcp__shell__find_files"] != ""
+		for _, rules := range unregistered {
+			for _, rule := range rules {
+				ready = ready && decisions[rule] != ""
+			}
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools not listed within 60 s: %v\nlogs:\n%s", decisions, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checked := 0
+	for _, rules := range unregistered {
+		for _, rule := range rules {
+			checked++
+			if decisions[rule] != string(policy.Gate) {
+				t.Errorf("%s from the user's server: decision %q, want gate", rule, decisions[rule])
+			}
+		}
+	}
+	if d := decisions["mcp__shell__find_files"]; d != string(policy.Allow) {
+		t.Errorf("Steward's own shell connector read: decision %q, want allow", d)
+	}
+	t.Logf("%d tools of user servers checked as gated", checked)
+
+	// A call the model makes to such a tool becomes an approval card; denied,
+	// the user's server never runs it.
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	ws, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
+		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close(websocket.StatusNormalClosure, "")
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: "wiki"})
+	sent, asked := false, false
+	for {
+		_, data, err := ws.Read(wctx)
+		if err != nil {
+			t.Fatalf("read: %v\nlogs:\n%s", err, logs)
+		}
+		var f map[string]any
+		json.Unmarshal(data, &f)
+		switch f["type"] {
+		case protocol.TypeChatUpdated:
+			if chatID, _ := f["chat"].(map[string]any)["id"].(string); !sent && chatID != "" {
+				sent = true
+				send(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: chatID, Text: "what does my wiki say?"})
+			}
+		case protocol.TypeApprovalRequest:
+			var req protocol.ApprovalRequest
+			json.Unmarshal(data, &req)
+			if req.Tool != first {
+				t.Fatalf("approval asked for %q, want %q", req.Tool, first)
+			}
+			asked = true
+			send(protocol.ApprovalRespond{Envelope: protocol.Env(protocol.TypeApprovalRespond, ""), ApprovalID: req.ApprovalID, Decision: protocol.DecisionDeny})
+		case protocol.TypeTurnDone:
+			if !asked {
+				t.Fatalf("the turn ended without an approval card for %s: %v", first, f)
+			}
+			entries, _ := os.ReadDir(marks)
+			if len(entries) != 0 {
+				t.Errorf("the user's server ran %v after a denial", entries)
+			}
+			return
 		}
 	}
 }

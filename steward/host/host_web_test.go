@@ -113,7 +113,7 @@ func TestSystemStatus(t *testing.T) {
 	}
 	defer store.Close()
 	ledger := openUsage(t)
-	pol, err := policy.New(policy.Rules{DenyPrefixes: []string{"mcp__danger__"}})
+	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail", "calendar"}})
 	if err != nil {
 		t.Fatal(err)
 	}

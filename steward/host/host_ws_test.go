@@ -97,7 +97,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if e.audit, err = audit.Open(ctx, filepath.Join(e.home, "audit.db"), audit.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New(policy.Rules{DenyPrefixes: []string{"mcp__danger__"}})
+	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func (m *ChatManager) backgroundPolicy(tools []agent.Tool) (*policy.Policy, erro
 			rules.Allow = append(rules.Allow, name)
 		}
 	}
-	return policy.New(rules)
+	return policy.New(policy.Options{User: rules})
 }
 
 // noApprover answers every approval of a background turn with "no

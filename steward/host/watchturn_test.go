@@ -56,7 +56,7 @@ func newWatchEnv(t *testing.T, rules policy.Rules) *watchEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.store.Close() })
-	pol, err := policy.New(rules)
+	pol, err := policy.New(policy.Options{User: rules, Connectors: []string{"mail"}})
 	if err != nil {
 		t.Fatal(err)
 	}

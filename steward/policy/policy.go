@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentstack/agentstack/mcpbridge"
 )
 
 // Decision is what the policy does with a tool call.
@@ -36,7 +38,8 @@ type Rules struct {
 }
 
 // BuiltinAllow lists the known read-only tools of Steward's own connectors
-// and the host, which run without a card.
+// and the host, which run without a card. A rule for an mcp__<server>__ tool
+// applies only when server is one of Options.Connectors.
 var BuiltinAllow = []string{
 	// mail
 	"mcp__mail__search_mail", "mcp__mail__read_message", "mcp__mail__read_thread", "mcp__mail__list_mailboxes",
@@ -60,23 +63,44 @@ var BuiltinAllow = []string{
 // BuiltinGate lists tools that must always ask, whatever a prefix says.
 var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write"}
 
+// Options configures a Policy.
+type Options struct {
+	// User is the user's policy.yaml.
+	User Rules
+	// Connectors names the MCP servers that are Steward's own connector
+	// registrations (steward mcp NAME) in this process. Built-in rules bind to
+	// them, not to a name: a user's mcp.json server named like a connector
+	// Steward does not run here (wiki, say) gets none of the built-in allows,
+	// so its tools are gated. The host refuses user servers that take the
+	// name of a registered connector, which keeps the names unambiguous.
+	Connectors []string
+}
+
 // Policy decides tool calls.
 type Policy struct {
 	user, builtin map[string]Decision
 	denyPrefixes  []string
 }
 
-// New combines the built-in rules with the user's.
-func New(user Rules) (*Policy, error) {
+// New combines the built-in rules for opts.Connectors and the host's own
+// tools with the user's.
+func New(opts Options) (*Policy, error) {
+	user := opts.User
 	if err := user.validate(); err != nil {
 		return nil, err
 	}
-	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}}
-	for _, n := range BuiltinAllow {
-		p.builtin[n] = Allow
+	own := map[string]bool{}
+	for _, c := range opts.Connectors {
+		own[c] = true
 	}
-	for _, n := range BuiltinGate {
-		p.builtin[n] = Gate
+	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}}
+	for d, names := range map[Decision][]string{Allow: BuiltinAllow, Gate: BuiltinGate} {
+		for _, n := range names {
+			if server, _, ok := mcpbridge.SplitToolName(n); ok && !own[server] {
+				continue // that connector is not Steward's here: the name may be anyone's
+			}
+			p.builtin[n] = d
+		}
 	}
 	for d, names := range map[Decision][]string{Allow: user.Allow, Gate: user.Gate, Deny: user.Deny} {
 		for _, n := range names {

@@ -15,12 +15,12 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	p, err := policy.New(policy.Rules{
+	p, err := policy.New(policy.Options{User: policy.Rules{
 		Allow:        []string{"mcp__github__get_issue", "mcp__shell__run_write"},
 		Deny:         []string{"mcp__mail__read_message"},
 		Gate:         []string{"mcp__calendar__search_events"},
 		DenyPrefixes: []string{"mcp__github__", "mcp__danger"},
-	})
+	}, Connectors: []string{"mail", "calendar", "shell"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +36,37 @@ func TestDecide(t *testing.T) {
 		"mcp__calendar__search_events": policy.Gate, // user can tighten
 		"mcp__shell__run_write":        policy.Allow,
 		"unknown_tool":                 policy.Gate,
+		// Built-in allows for connectors not in Options.Connectors: the
+		// server of that name is the user's, so its tools are gated.
+		"mcp__wiki__wiki_read":         policy.Gate,
+		"mcp__trains__find_next_train": policy.Gate,
 	}
 	for tool, want := range tests {
 		if got := p.Decide(tool); got != want {
 			t.Errorf("Decide(%s) = %s, want %s", tool, got, want)
 		}
+	}
+}
+
+// Built-in rules follow the connector registration, not the name: the same
+// tool name is allowed when Steward's own wiki connector serves it and gated
+// when only a user's server is called wiki.
+func TestBuiltinRulesBindToConnectors(t *testing.T) {
+	for _, tool := range []string{"mcp__wiki__wiki_read", "mcp__writeops__list_write_operations", "mcp__actions__read_action"} {
+		server, _, _ := strings.Cut(strings.TrimPrefix(tool, "mcp__"), "__")
+		own, _ := policy.New(policy.Options{Connectors: []string{server}})
+		users, _ := policy.New(policy.Options{Connectors: []string{"mail"}})
+		if got := own.Decide(tool); got != policy.Allow {
+			t.Errorf("%s from Steward's %s connector: %s, want allow", tool, server, got)
+		}
+		if got := users.Decide(tool); got != policy.Gate {
+			t.Errorf("%s from a user's server named %s: %s, want gate", tool, server, got)
+		}
+	}
+	// Host tools are not connectors' and keep their built-in rules.
+	p, _ := policy.New(policy.Options{})
+	if p.Decide("ask_user") != policy.Allow || p.Decide("create_agent_watch") != policy.Gate {
+		t.Errorf("host tools: ask_user %s, create_agent_watch %s", p.Decide("ask_user"), p.Decide("create_agent_watch"))
 	}
 }
 
@@ -114,7 +140,7 @@ func (p *preflightMail) Preflight(_ context.Context, args json.RawMessage) (json
 
 func call(t *testing.T, tool agent.Tool, ap policy.Approver, timeout time.Duration, args string) agent.ToolResult {
 	t.Helper()
-	p, _ := policy.New(policy.Rules{DenyPrefixes: []string{"mcp__blocked__"}})
+	p, _ := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__blocked__"}}, Connectors: []string{"mail"}})
 	wrapped := policy.Wrap([]agent.Tool{tool}, policy.WrapOptions{Policy: p, Approver: ap, Timeout: timeout})[0]
 	res, err := wrapped.Call(context.Background(), json.RawMessage(args))
 	if err != nil {

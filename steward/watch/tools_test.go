@@ -79,7 +79,7 @@ func TestHostToolsUnderPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	pol, _ := policy.New(policy.Rules{})
+	pol, _ := policy.New(policy.Options{})
 	appr := &approver{clock: clock, think: 10 * time.Minute}
 	tools := policy.Wrap(e.Tools(chatOf), policy.WrapOptions{Policy: pol, Approver: appr})
 	ctx := context.WithValue(context.Background(), chatKey{}, "chat_7")

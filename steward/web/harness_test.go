@@ -93,7 +93,7 @@ func newHarness(t *testing.T) *harness {
 	if h.audit, err = audit.Open(ctx, filepath.Join(h.home, "audit.db"), audit.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if h.pol, err = policy.New(policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}); err != nil {
+	if h.pol, err = policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &gateway.Config{
