@@ -41,18 +41,23 @@ type gatewayBenchReport struct {
 	// RSS peaks (VmHWM) of the two proxy processes, MiB.
 	GatewayPeakRSSMiB float64 `json:"gatewayPeakRssMiB"`
 	ProxyPeakRSSMiB   float64 `json:"proxyPeakRssMiB"`
+	// Checks are the issue's targets evaluated on this run.
+	Checks []benchCheck `json:"checks"`
 }
 
 type gatewayBenchResult struct {
 	Concurrency int                         `json:"concurrency"`
 	Requests    int                         `json:"requestsPerTarget"`
 	Targets     map[string]benchTargetStats `json:"targets"` // direct, proxy, gateway
-	// AddedP50Ratio is (gateway p50 − direct p50) / (proxy p50 − direct p50).
-	AddedP50Ratio float64 `json:"addedP50Ratio"`
+	// AddedP50Ratio is (gateway p50 − direct p50) / (proxy p50 − direct p50);
+	// absent when the proxy's p50 is not above direct's, where it means nothing.
+	AddedP50Ratio *float64 `json:"addedP50Ratio,omitempty"`
 	// ThroughputRatio is gateway throughput / proxy throughput.
 	ThroughputRatio float64 `json:"throughputRatio"`
 }
 
+// benchTargetStats are one path's figures; latency and throughput count
+// only the requests that succeeded.
 type benchTargetStats struct {
 	P50MS      float64 `json:"p50Ms"`
 	P99MS      float64 `json:"p99Ms"`
@@ -145,9 +150,7 @@ cores: compare the ratios, not the absolute figures.`)
 			}
 		}
 		d, p, g := res.Targets["direct"], res.Targets["proxy"], res.Targets["gateway"]
-		if p.P50MS > d.P50MS {
-			res.AddedP50Ratio = (g.P50MS - d.P50MS) / (p.P50MS - d.P50MS)
-		}
+		res.AddedP50Ratio = addedP50Ratio(d.P50MS, p.P50MS, g.P50MS)
 		if p.Throughput > 0 {
 			res.ThroughputRatio = g.Throughput / p.Throughput
 		}
@@ -155,6 +158,7 @@ cores: compare the ratios, not the absolute figures.`)
 	}
 	rep.GatewayPeakRSSMiB = peakRSS(gw.cmd.Process.Pid)
 	rep.ProxyPeakRSSMiB = peakRSS(proxy.cmd.Process.Pid)
+	rep.Checks = gatewayChecks(&rep)
 
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if *out != "" {
@@ -172,18 +176,70 @@ cores: compare the ratios, not the absolute figures.`)
 			st := s.Targets[n]
 			fmt.Fprintf(env.Stdout, "  %-8s p50 %7.3f ms  p99 %7.3f ms  %8.0f req/s  errors %d\n", n, st.P50MS, st.P99MS, st.Throughput, st.Errors)
 		}
-		fmt.Fprintf(env.Stdout, "  gateway added p50 = %.2f × the proxy's; throughput = %.0f%% of the proxy's\n", s.AddedP50Ratio, 100*s.ThroughputRatio)
+		added := "undefined (the proxy's p50 is not above direct's)"
+		if s.AddedP50Ratio != nil {
+			added = fmt.Sprintf("%.2f × the proxy's", *s.AddedP50Ratio)
+		}
+		fmt.Fprintf(env.Stdout, "  gateway added p50 = %s; throughput = %.0f%% of the proxy's\n", added, 100*s.ThroughputRatio)
 	}
 	fmt.Fprintf(env.Stdout, "peak RSS: gateway %.1f MiB, proxy %.1f MiB\n", rep.GatewayPeakRSSMiB, rep.ProxyPeakRSSMiB)
+	printChecks(env.Stdout, rep.Checks)
 	return nil
+}
+
+// addedP50Ratio is what the gateway adds to the direct p50 over what the
+// minimal proxy adds; nil when the proxy adds nothing measurable, where a
+// ratio would read 0 (or explode) and mean nothing.
+func addedP50Ratio(direct, proxy, gw float64) *float64 {
+	if proxy <= direct {
+		return nil
+	}
+	r := (gw - direct) / (proxy - direct)
+	return &r
+}
+
+// gatewayChecks evaluates the gateway's targets: at concurrency 1 its added
+// p50 at most 1.5 × the minimal proxy's, at concurrency 64 at least 70 % of
+// the proxy's throughput, a peak RSS under 50 MiB, and no failed request.
+func gatewayChecks(rep *gatewayBenchReport) []benchCheck {
+	var out []benchCheck
+	for _, s := range rep.Scenarios {
+		switch s.Concurrency {
+		case 1:
+			c := benchCheck{Target: "concurrency 1: gateway's added p50 ≤ 1.5 × the proxy's"}
+			d, p, g := s.Targets["direct"], s.Targets["proxy"], s.Targets["gateway"]
+			if s.AddedP50Ratio == nil {
+				c.Measured = fmt.Sprintf("not measurable: proxy p50 %.3f ms is not above direct's %.3f ms", p.P50MS, d.P50MS)
+			} else {
+				c.Met = *s.AddedP50Ratio <= 1.5
+				c.Measured = fmt.Sprintf("(%.3f − %.3f) / (%.3f − %.3f) = %.2f ×", g.P50MS, d.P50MS, p.P50MS, d.P50MS, *s.AddedP50Ratio)
+			}
+			out = append(out, c)
+		case 64:
+			out = append(out, benchCheck{Target: "concurrency 64: throughput ≥ 70 % of the proxy's", Met: s.ThroughputRatio >= 0.7,
+				Measured: fmt.Sprintf("%.1f %%", 100*s.ThroughputRatio)})
+		}
+	}
+	out = append(out, benchCheck{Target: "gateway RSS under 50 MiB", Met: rep.GatewayPeakRSSMiB > 0 && rep.GatewayPeakRSSMiB < 50,
+		Measured: fmt.Sprintf("peak (VmHWM) %.1f MiB; proxy %.1f MiB", rep.GatewayPeakRSSMiB, rep.ProxyPeakRSSMiB)})
+	failed := 0
+	for _, s := range rep.Scenarios {
+		for _, t := range s.Targets {
+			failed += t.Errors
+		}
+	}
+	out = append(out, benchCheck{Target: "every request succeeded", Met: failed == 0, Measured: fmt.Sprintf("%d failed", failed)})
+	return out
 }
 
 // benchRequest is a typical small agent request.
 var benchRequest = []byte(`{"model":"tier-5","messages":[{"role":"system","content":"You are Steward, a local-first assistant."},{"role":"user","content":"When is my next train to Torino?"}],"temperature":0.2}`)
 
+// runBatch sends n requests from conc workers and returns the latencies of
+// those that succeeded, the wall time and how many failed.
 func runBatch(ctx context.Context, client *http.Client, url string, conc, n int) ([]time.Duration, time.Duration, int) {
 	lat := make([]time.Duration, n)
-	errs := make([]bool, n)
+	succeeded := make([]bool, n) // false also for requests never sent (ctx done)
 	var next sync.Mutex
 	i := 0
 	var wg sync.WaitGroup
@@ -209,9 +265,7 @@ func runBatch(ctx context.Context, client *http.Client, url string, conc, n int)
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					errs[k] = resp.StatusCode != 200
-				} else {
-					errs[k] = true
+					succeeded[k] = resp.StatusCode == 200
 				}
 				lat[k] = time.Since(t0)
 			}
@@ -219,13 +273,13 @@ func runBatch(ctx context.Context, client *http.Client, url string, conc, n int)
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	nerr := 0
-	for _, e := range errs {
-		if e {
-			nerr++
+	ok := lat[:0]
+	for k, good := range succeeded {
+		if good {
+			ok = append(ok, lat[k])
 		}
 	}
-	return lat, wall, nerr
+	return ok, wall, n - len(ok)
 }
 
 func pct(d []time.Duration, p float64) float64 {

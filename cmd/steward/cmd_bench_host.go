@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -36,15 +37,17 @@ func init() {
 }
 
 type hostBenchReport struct {
-	Date        time.Time          `json:"date"`
-	Machine     string             `json:"machine"`
-	LoadAverage string             `json:"loadAverage,omitempty"` // /proc/loadavg when the run began
-	Command     string             `json:"command"`
-	Chats       int                `json:"concurrentChats"`
-	Turns       int                `json:"turnsPerPath"`
-	Chunks      int                `json:"chunksPerStream"`
-	ChunkGapMS  float64            `json:"chunkGapMs"`
-	Paths       map[string]latency `json:"paths"` // gateway, host
+	Date        time.Time `json:"date"`
+	Machine     string    `json:"machine"`
+	LoadAverage string    `json:"loadAverage,omitempty"` // /proc/loadavg when the run began
+	Command     string    `json:"command"`
+	// Chats counts the chats that opened; Turns the turns measured on each
+	// path (failed turns are in the path's Errors, not here).
+	Chats      int                `json:"concurrentChats"`
+	Turns      map[string]int     `json:"turnsPerPath"`
+	Chunks     int                `json:"chunksPerStream"`
+	ChunkGapMS float64            `json:"chunkGapMs"`
+	Paths      map[string]latency `json:"paths"` // gateway, host
 	// RequestBytes is the mean size of the requests each path's turns made
 	// upstream: the gateway path replays each chat's conversation, so both
 	// paths ask the model the same thing.
@@ -55,6 +58,8 @@ type hostBenchReport struct {
 	AuditDropped int64   `json:"auditDropped"`
 	AddedTTFTMS  float64 `json:"addedTtftP99Ms"`
 	TTLTRatio    float64 `json:"ttltP50Ratio"` // host / gateway
+	// Checks are the issue's targets evaluated on this run.
+	Checks []benchCheck `json:"checks"`
 }
 
 type latency struct {
@@ -170,6 +175,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		samples[path] = append(samples[path], [2]time.Duration{ttft, ttlt})
 	}
 	tools := chatTools()
+	var opened atomic.Int64
 	var wg sync.WaitGroup
 	for i := range nChats {
 		wg.Add(1)
@@ -181,6 +187,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 				return
 			}
 			defer ws.Close(websocket.StatusNormalClosure, "")
+			opened.Add(1)
 			var buf bytes.Buffer
 			var conversation []llm.Message // what the host's chat holds, replayed on the gateway path
 			for r := range *rounds + 1 {   // round 0 warms up
@@ -202,7 +209,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 	auditStats := auditLedger.Stats()
 
 	rep := hostBenchReport{Date: time.Now().UTC(), Machine: machineDescription(), LoadAverage: strings.TrimSpace(string(load)), Command: "steward bench host",
-		Chats: nChats, Turns: nChats * *rounds, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{},
+		Chats: int(opened.Load()), Turns: map[string]int{}, Chunks: chunks, ChunkGapMS: float64(gap) / float64(time.Millisecond), Paths: map[string]latency{},
 		RequestBytes: map[string]float64{"gateway": sizes.mean("path-d"), "host": sizes.mean("path-h")},
 		AuditWritten: auditStats.Written, AuditDropped: auditStats.Dropped}
 	if *smoke {
@@ -214,11 +221,13 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 			ttft, ttlt = append(ttft, s[0]), append(ttlt, s[1])
 		}
 		rep.Paths[p] = latency{TTFTP50MS: pct(ttft, 50), TTFTP99MS: pct(ttft, 99), TTLTP50MS: pct(ttlt, 50), TTLTP99MS: pct(ttlt, 99), Errors: errs[p]}
+		rep.Turns[p] = len(samples[p])
 	}
 	rep.AddedTTFTMS = rep.Paths["host"].TTFTP99MS - rep.Paths["gateway"].TTFTP99MS
 	if g := rep.Paths["gateway"].TTLTP50MS; g > 0 {
 		rep.TTLTRatio = rep.Paths["host"].TTLTP50MS / g
 	}
+	rep.Checks = hostChecks(&rep, nChats**rounds)
 	if *asJSON {
 		return writeJSON(env.Stdout, rep)
 	}
@@ -227,9 +236,29 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		fmt.Fprintf(env.Stdout, "%-8s TTFT p50 %6.2f ms p99 %6.2f ms   TTLT p50 %7.2f ms p99 %7.2f ms   errors %d\n",
 			p, l.TTFTP50MS, l.TTFTP99MS, l.TTLTP50MS, l.TTLTP99MS, l.Errors)
 	}
-	fmt.Fprintf(env.Stdout, "host adds %.2f ms to TTFT p99 and %.1f%% to TTLT p50 (%d chats × %d turns per path; load average %s)\n",
-		rep.AddedTTFTMS, 100*(rep.TTLTRatio-1), nChats, *rounds, rep.LoadAverage)
+	fmt.Fprintf(env.Stdout, "host adds %.2f ms to TTFT p99 and %.1f%% to TTLT p50 (%d chats; %d gateway and %d host turns measured; load average %s)\n",
+		rep.AddedTTFTMS, 100*(rep.TTLTRatio-1), rep.Chats, rep.Turns["gateway"], rep.Turns["host"], rep.LoadAverage)
+	printChecks(env.Stdout, rep.Checks)
 	return nil
+}
+
+// hostChecks evaluates the host's targets: at most 10 % added to TTLT p50,
+// under 2 ms added to TTFT p99, and every planned turn measured on both
+// paths (want of them) with both paths making the same model request.
+func hostChecks(rep *hostBenchReport, want int) []benchCheck {
+	g, h := rep.Paths["gateway"], rep.Paths["host"]
+	complete := rep.Turns["gateway"] == want && rep.Turns["host"] == want
+	return []benchCheck{
+		{Target: "host adds at most 10 % to TTLT p50", Met: complete && rep.TTLTRatio > 0 && rep.TTLTRatio <= 1.10,
+			Measured: fmt.Sprintf("%.2f → %.2f ms (%+.1f %%)", g.TTLTP50MS, h.TTLTP50MS, 100*(rep.TTLTRatio-1))},
+		{Target: "host adds under 2 ms to TTFT p99", Met: complete && rep.AddedTTFTMS < 2,
+			Measured: fmt.Sprintf("%.2f → %.2f ms (%+.2f ms)", g.TTFTP99MS, h.TTFTP99MS, rep.AddedTTFTMS)},
+		{Target: "every turn measured on both paths", Met: complete && g.Errors == 0 && h.Errors == 0,
+			Measured: fmt.Sprintf("%d chats; gateway %d of %d turns (%d failed), host %d of %d (%d failed)",
+				rep.Chats, rep.Turns["gateway"], want, g.Errors, rep.Turns["host"], want, h.Errors)},
+		{Target: "both paths make the same model request", Met: rep.RequestBytes["gateway"] > 0 && rep.RequestBytes["gateway"] == rep.RequestBytes["host"],
+			Measured: fmt.Sprintf("mean %.1f and %.1f bytes", rep.RequestBytes["gateway"], rep.RequestBytes["host"])},
+	}
 }
 
 func serveOnLoopback(h http.Handler) (string, func(), error) {

@@ -30,7 +30,7 @@ func TestWatchBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
-	if rep.Watches != 20 || rep.Polls < 20 || rep.Passes < 1 || rep.RSSMiB <= 0 || rep.CPUSeconds <= 0 {
+	if rep.Watches != 20 || rep.Polls < 20 || rep.Passes < 1 || rep.RSSMiB <= 0 || rep.CPUSeconds <= 0 || len(rep.Checks) != 3 {
 		t.Fatalf("report %+v", rep)
 	}
 }

@@ -303,6 +303,10 @@ func TestGatewayBenchSmoke(t *testing.T) {
 	if rep.GatewayPeakRSSMiB <= 0 {
 		t.Errorf("gateway RSS not measured: %+v", rep)
 	}
+	// The verdicts are in the report (their figures are not asserted here).
+	if len(rep.Checks) != 4 {
+		t.Errorf("checks = %+v", rep.Checks)
+	}
 }
 
 // TestServeStartsConnectors checks that the host starts Steward's own
@@ -409,12 +413,17 @@ func TestHostBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %+v", p, l)
 		}
 	}
-	if rep.Chats != 20 || rep.TTLTRatio <= 0 {
+	// Chats and turns are counted, not echoed: --smoke is one round of 20 chats.
+	if rep.Chats != 20 || rep.Turns["gateway"] != 20 || rep.Turns["host"] != 20 || rep.TTLTRatio <= 0 {
 		t.Errorf("report = %+v", rep)
 	}
 	// Every host turn audits the user's and the assistant's message, as in steward serve.
-	if rep.AuditWritten < int64(2*rep.Turns) || rep.AuditDropped != 0 {
-		t.Errorf("audit events written %d, dropped %d; want at least %d written, none dropped", rep.AuditWritten, rep.AuditDropped, 2*rep.Turns)
+	if rep.AuditWritten < int64(2*rep.Turns["host"]) || rep.AuditDropped != 0 {
+		t.Errorf("audit events written %d, dropped %d; want at least %d written, none dropped", rep.AuditWritten, rep.AuditDropped, 2*rep.Turns["host"])
+	}
+	// The verdicts are in the report (their figures are not asserted here).
+	if len(rep.Checks) != 4 {
+		t.Errorf("checks = %+v", rep.Checks)
 	}
 	// Both paths ask the model the same thing: the chat's conversation and tools.
 	if g, h := rep.RequestBytes["gateway"], rep.RequestBytes["host"]; g <= 0 || g != h {
