@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -179,6 +183,29 @@ func TestPimVerdicts(t *testing.T) {
 		// A case with no base median is reported as over, not dropped.
 		if len(got) == 2 && !strings.Contains(got[1], "OVER") {
 			t.Errorf("no base median: %q", got[1])
+		}
+	}
+}
+
+// Failed requests are counted, and left out of the latencies that the
+// percentiles and the throughput are computed from.
+func TestRunBatchExcludesFailures(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 0 {
+			http.Error(w, "upstream down", http.StatusBadGateway)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	lat, wall, failed := runBatch(context.Background(), srv.Client(), srv.URL, 4, 40)
+	if len(lat) != 20 || failed != 20 || wall <= 0 {
+		t.Fatalf("%d latencies, %d failed, wall %s; want 20 and 20", len(lat), failed, wall)
+	}
+	for _, d := range lat {
+		if d <= 0 {
+			t.Fatalf("latency %s among the successes", d)
 		}
 	}
 }
