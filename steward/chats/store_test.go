@@ -79,8 +79,8 @@ func TestChatsLifecycleSurvivesReopen(t *testing.T) {
 			t.Errorf("%s on a deleted chat: %v, want ErrNotFound", name, err)
 		}
 	}
-	if sess, _ := s.Session(ctx, a.ID); len(sess) != 0 {
-		t.Error("deleting a chat left its session")
+	if sess, err := s.Session(ctx, a.ID); err != nil || len(sess) != 0 {
+		t.Errorf("deleting a chat left its session: %d messages (%v)", len(sess), err)
 	}
 	if err := s.AppendSession(ctx, a.ID, llm.Message{Role: "user"}); err == nil {
 		t.Error("session append to a deleted chat succeeded")

@@ -111,7 +111,11 @@ func TestTranscriptIncludesQueuedEntries(t *testing.T) {
 	if err != nil || len(tr) != 1 || tr[0].Kind != "user" || tr[0].ID == "" || tr[0].At.IsZero() {
 		t.Fatalf("transcript while the write waits: %+v %v", tr, err)
 	}
-	if stored, _ := store.Transcript(ctx, chat.ID); len(stored) != 0 {
+	stored, err := store.Transcript(ctx, chat.ID)
+	if err != nil {
+		t.Fatalf("read the stored transcript while the write waits: %v", err)
+	}
+	if len(stored) != 0 {
 		t.Fatalf("the write was not held back (%d entries stored); the test proves nothing", len(stored))
 	}
 

@@ -416,7 +416,7 @@ func TestCreateValidation(t *testing.T) {
 			}
 		})
 	}
-	if ws, _ := r.e.List(context.Background(), "", true); len(ws) != 0 {
-		t.Errorf("%d watches stored by refused requests", len(ws))
+	if ws, err := r.e.List(context.Background(), "", true); err != nil || len(ws) != 0 {
+		t.Errorf("%d watches stored by refused requests (%v)", len(ws), err)
 	}
 }

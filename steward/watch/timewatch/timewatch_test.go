@@ -76,8 +76,8 @@ func TestReachedOnceAndLocalRendering(t *testing.T) {
 	if err != nil || len(ev) != 1 || ev[0].Type != EventReached || ev[0].FallbackText != "Sono le 09:00: ecco il promemoria." {
 		t.Fatalf("events %+v %v", ev, err)
 	}
-	if again, _ := a.Events(after, after); len(again) != 0 {
-		t.Error("time.reached twice")
+	if again, err := a.Events(after, after); err != nil || len(again) != 0 {
+		t.Errorf("time.reached twice: %d events (%v)", len(again), err)
 	}
 	if !a.IsTerminal(after) {
 		t.Error("a reached time is not terminal")

@@ -101,11 +101,11 @@ func TestEventsFromRecordedTransition(t *testing.T) {
 	if len(again) != len(events) || again[0].Key != events[0].Key {
 		t.Error("events are not deterministic")
 	}
-	if none, _ := a.Events(raw(cur), raw(cur)); len(none) != 0 {
-		t.Errorf("%d events without change", len(none))
+	if none, err := a.Events(raw(cur), raw(cur)); err != nil || len(none) != 0 {
+		t.Errorf("%d events without change (%v)", len(none), err)
 	}
-	if first, _ := a.Events(nil, raw(cur)); len(first) != 0 {
-		t.Errorf("the initial snapshot produced %d events", len(first))
+	if first, err := a.Events(nil, raw(cur)); err != nil || len(first) != 0 {
+		t.Errorf("the initial snapshot produced %d events (%v)", len(first), err)
 	}
 }
 

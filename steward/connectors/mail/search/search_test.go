@@ -257,7 +257,9 @@ func TestSearchDegradesWithoutEmbeddings(t *testing.T) {
 				t.Errorf("lexical results %q", subjects(r))
 			}
 			// The semantic-only match is gone: no shared words.
-			r, _ = e.Search(ctx, Query{Query: "accountant taxes"})
+			if r, err = e.Search(ctx, Query{Query: "accountant taxes"}); err != nil {
+				t.Fatal(err)
+			}
 			if len(r.Messages) != 0 {
 				t.Errorf("lexical search found %q", subjects(r))
 			}
@@ -375,7 +377,10 @@ func TestReadRefusesDeleted(t *testing.T) {
 	f := newFixture(t)
 	e := f.engine(t, Options{})
 	ctx := context.Background()
-	r, _ := e.Search(ctx, Query{SubjectContains: "Lunch"})
+	r, err := e.Search(ctx, Query{SubjectContains: "Lunch"})
+	if err != nil || len(r.Messages) == 0 {
+		t.Fatalf("setup: %v, %d messages", err, len(r.Messages))
+	}
 	id := r.Messages[0].ID
 	paths, _ := filepath.Glob(filepath.Join(f.acct.Root, "*", "*"))
 	for _, p := range paths {
@@ -392,7 +397,9 @@ func TestReadRefusesDeleted(t *testing.T) {
 	if _, err := e.Read(ctx, ReadRequest{ID: id}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "deleted") {
 		t.Errorf("deleted message read: %v", err)
 	}
-	r, _ = e.Search(ctx, Query{SubjectContains: "Lunch"})
+	if r, err = e.Search(ctx, Query{SubjectContains: "Lunch"}); err != nil {
+		t.Fatal(err)
+	}
 	if len(r.Messages) != 0 {
 		t.Errorf("deleted message still found")
 	}
