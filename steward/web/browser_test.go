@@ -115,7 +115,9 @@ func TestBrowserDesktop(t *testing.T) {
 	b := newBrowser(t, 1280, 860, false)
 	h := newHarness(t)
 
-	t.Run("pairs itself on loopback and is usable fast", func(t *testing.T) {
+	// The time to a usable chat is measured (docs/benchmarks.md), never
+	// asserted: here only that the app marks the moment it becomes usable.
+	t.Run("pairs itself on loopback and marks when it is usable", func(t *testing.T) {
 		b.t = t
 		b.do(chromedp.Navigate(h.url()))
 		b.wait(`document.documentElement.dataset.ready === '1'`)
@@ -128,6 +130,9 @@ func TestBrowserDesktop(t *testing.T) {
 		ready := eval[float64](b, `performance.getEntriesByName('steward-ready')[0].startTime`)
 		dcl := eval[float64](b, `performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd`)
 		t.Logf("load to usable chat (empty cache, loopback): %.0f ms (DOMContentLoaded %.0f ms)", ready, dcl)
+		if ready <= 0 || dcl <= 0 {
+			t.Errorf("steward-ready mark at %.0f ms, DOMContentLoaded at %.0f ms: want both recorded", ready, dcl)
+		}
 		if eval[bool](b, `getComputedStyle(document.getElementById('bottom-nav')).display !== 'none'`) {
 			t.Error("the bottom navigation shows on a desktop")
 		}
