@@ -2,6 +2,8 @@ package trains
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,17 +180,31 @@ func TestNormalizeCancellationAndArrival(t *testing.T) {
 
 func TestNormalizeSegmentErrors(t *testing.T) {
 	run := loadRun(t, fileFR9600)
-	for _, seg := range []Segment{
-		{FromID: "S99999", ToID: "S00219"},
-		{FromID: "S01700", ToID: "S99999"},
-		{FromID: "S00219", ToID: "S01700"}, // destination before departure
+	for _, tc := range []struct {
+		run  *rawRun
+		seg  Segment
+		want []string
+	}{
+		{run, Segment{FromID: "S99999", ToID: "S00219"}, []string{"train 9600 does not stop at", "(S99999)"}},
+		{run, Segment{FromID: "S01700", ToID: "S99999"}, []string{"train 9600 does not reach", "(S99999) after"}},
+		// The destination comes before the departure on this run.
+		{run, Segment{FromID: "S00219", ToID: "S01700"}, []string{"train 9600 does not reach", "(S01700) after"}},
+		{&rawRun{}, Segment{FromID: "S1", ToID: "S2"}, []string{"returned train 0 without stops"}},
 	} {
-		if _, err := normalize(run, nil, seg, testNow); err == nil {
-			t.Errorf("segment %+v accepted", seg)
+		_, err := normalize(tc.run, nil, tc.seg, testNow)
+		if err == nil {
+			t.Errorf("segment %+v accepted", tc.seg)
+			continue
 		}
-	}
-	if _, err := normalize(&rawRun{}, nil, Segment{FromID: "S1", ToID: "S2"}, testNow); err == nil {
-		t.Error("a run without stops was accepted")
+		var notOnRoute *ErrNotOnRoute
+		if wantType := tc.run == run; errors.As(err, &notOnRoute) != wantType {
+			t.Errorf("segment %+v: %T, want *ErrNotOnRoute: %v", tc.seg, err, wantType)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("segment %+v: %v, want %q", tc.seg, err, w)
+			}
+		}
 	}
 }
 

@@ -75,17 +75,34 @@ func TestParseMarksUnrepresentableInsteadOfDropping(t *testing.T) {
 }
 
 func TestParseRejectsInvalidRules(t *testing.T) {
-	for _, in := range []string{
-		"", "COUNT=3", "FREQ=FORTNIGHTLY", "FREQ=DAILY;COUNT=0", "FREQ=DAILY;COUNT=x",
-		"FREQ=YEARLY;BYMONTH=13", "FREQ=MONTHLY;BYMONTHDAY=32", "FREQ=MONTHLY;BYMONTHDAY=0",
-		"FREQ=DAILY;COUNT=3;UNTIL=20200101", "FREQ=DAILY;BYDAY=1MO", "FREQ=WEEKLY;BYMONTHDAY=1",
-		"FREQ=MONTHLY;BYWEEKNO=3", "FREQ=MONTHLY;BYYEARDAY=3", "FREQ=MONTHLY;BYSETPOS=1",
-		"FREQ=YEARLY;BYDAY=XX", "FREQ=YEARLY;BYDAY=60MO", "FREQ=DAILY;UNTIL=2020-01-01",
-		"FREQ=DAILY;NOPE", "FREQ=DAILY;FOO=1", "FREQ=YEARLY;BYWEEKNO=1;BYDAY=1MO",
-		"FREQ=DAILY;INTERVAL=" + strings.Repeat("9", 5000),
+	for _, tc := range []struct{ in, want string }{
+		{"", "empty rule"},
+		{"COUNT=3", "FREQ is required"},
+		{"FREQ=FORTNIGHTLY", `unknown FREQ "FORTNIGHTLY"`},
+		{"FREQ=DAILY;COUNT=0", `COUNT="0" must be a whole number from 1 to`},
+		{"FREQ=DAILY;COUNT=x", `COUNT="x" must be a whole number`},
+		{"FREQ=YEARLY;BYMONTH=13", `BYMONTH value "13" is out of range`},
+		{"FREQ=MONTHLY;BYMONTHDAY=32", `BYMONTHDAY value "32" is out of range`},
+		{"FREQ=MONTHLY;BYMONTHDAY=0", `BYMONTHDAY value "0" is out of range`},
+		{"FREQ=DAILY;COUNT=3;UNTIL=20200101", "COUNT and UNTIL cannot both be given"},
+		{"FREQ=DAILY;BYDAY=1MO", "BYDAY ordinals are not allowed with FREQ=DAILY"},
+		{"FREQ=WEEKLY;BYMONTHDAY=1", "BYMONTHDAY is not allowed with FREQ=WEEKLY"},
+		{"FREQ=MONTHLY;BYWEEKNO=3", "BYWEEKNO is only allowed with FREQ=YEARLY"},
+		{"FREQ=MONTHLY;BYYEARDAY=3", "BYYEARDAY is not allowed with FREQ=MONTHLY"},
+		{"FREQ=MONTHLY;BYSETPOS=1", "BYSETPOS needs another BY-component"},
+		{"FREQ=YEARLY;BYDAY=XX", `BYDAY value "XX" is not a weekday`},
+		{"FREQ=YEARLY;BYDAY=60MO", `BYDAY ordinal in "60MO" must be 1..53`},
+		{"FREQ=DAILY;UNTIL=2020-01-01", `UNTIL "2020-01-01" is not a DATE or DATE-TIME`},
+		{"FREQ=DAILY;NOPE", `"NOPE" is not NAME=VALUE`},
+		{"FREQ=DAILY;FOO=1", `unknown component "FOO"`},
+		{"FREQ=YEARLY;BYWEEKNO=1;BYDAY=1MO", "BYDAY ordinals are not allowed together with BYWEEKNO"},
+		{"FREQ=DAILY;INTERVAL=" + strings.Repeat("9", 5000), "more than 4096"},
 	} {
-		if r, err := Parse(in); err == nil {
-			t.Errorf("Parse(%q) = %q, want an error", in, r.Canonical())
+		r, err := Parse(tc.in)
+		if err == nil {
+			t.Errorf("Parse(%.40q) = %q, want an error", tc.in, r.Canonical())
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%.40q): %v, want %q", tc.in, err, tc.want)
 		}
 	}
 }
