@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -46,17 +47,18 @@ func checkChunk(t *testing.T, d *chunkDecoder, data []byte) (fast bool) {
 
 func TestChunkDecoderMatchesEncodingJSON(t *testing.T) {
 	var d chunkDecoder
-	fast := 0
-	for _, s := range chunkSeeds(t) {
+	var fast []int // 1-based lines of testdata/chunks/openai.txt
+	for i, s := range chunkSeeds(t) {
 		if checkChunk(t, &d, s) {
-			fast++
+			fast = append(fast, i+1)
 		}
 	}
-	// The plain text chunks, the role chunk, the finish chunk and the spaced
-	// one take the fast path; escapes, tool calls, usage, errors, other
-	// cases of names and invalid JSON do not.
-	if fast != 5 {
-		t.Errorf("%d chunks took the fast path, want 5", fast)
+	// The role chunk (line 1), the plain text chunk (2), the finish chunk
+	// (3), the reasoning chunk with a null content (6) and the spaced one (10)
+	// take the fast path; escapes, tool calls, usage, errors, other cases of
+	// names, duplicate keys and invalid JSON do not.
+	if want := []int{1, 2, 3, 6, 10}; !slices.Equal(fast, want) {
+		t.Errorf("lines %v took the fast path, want %v", fast, want)
 	}
 }
 
