@@ -40,7 +40,9 @@ func NewSyncHub(debounce time.Duration) *SyncHub {
 	return &SyncHub{debounce: debounce, seen: map[Hint]bool{}, subs: map[chan []Hint]struct{}{}}
 }
 
-// Hint records a change; it never blocks.
+// Hint records a change; it never blocks. Hints are coalesced on the last
+// arrival: the batch goes out once DefaultDebounce has passed without a
+// new hint.
 func (h *SyncHub) Hint(topic, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -51,6 +53,8 @@ func (h *SyncHub) Hint(topic, key string) {
 	}
 	if h.timer == nil {
 		h.timer = time.AfterFunc(h.debounce, h.flush)
+	} else {
+		h.timer.Reset(h.debounce)
 	}
 }
 
@@ -128,9 +132,68 @@ func (s *Server) postTicket(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// Topics every live socket receives without a lease; the others (card,
+// conversation, exchange) need an acknowledged lease for their exact key.
+var unleasedTopics = map[string]bool{"runtime": true, "analyst": true, "events": true, "processes": true}
+
+// MaxLeases bounds the leases of one socket.
+const MaxLeases = 512
+
+// leaseMsg is a client's lease request: {"op": "subscribe"|"unsubscribe",
+// "id": N, "topic": "card", "key": "project.a"}.
+type leaseMsg struct {
+	Op    string `json:"op"`
+	ID    int64  `json:"id"`
+	Topic string `json:"topic"`
+	Key   string `json:"key"`
+}
+
+// leases are one connection's acknowledged exact-key leases. A subscribe
+// replaces the key's lease; an unsubscribe removes it only when it names
+// the current lease, so a stale unsubscribe never removes its successor.
+type leases map[Hint]int64
+
+// apply handles one request and returns the acknowledgement to send.
+func (l leases) apply(m leaseMsg) map[string]any {
+	key := Hint{Topic: m.Topic, Key: m.Key}
+	switch {
+	case m.Topic != "card" && m.Topic != "conversation" && m.Topic != "exchange":
+		return map[string]any{"nack": m.ID, "error": "leases are for the card, conversation and exchange topics"}
+	case m.Key == "":
+		return map[string]any{"nack": m.ID, "error": "a lease needs a key"}
+	}
+	switch m.Op {
+	case "subscribe":
+		if _, ok := l[key]; !ok && len(l) >= MaxLeases {
+			return map[string]any{"nack": m.ID, "error": "too many leases on this socket"}
+		}
+		l[key] = m.ID
+	case "unsubscribe":
+		if l[key] == m.ID {
+			delete(l, key)
+		}
+	default:
+		return map[string]any{"nack": m.ID, "error": "op must be subscribe or unsubscribe"}
+	}
+	return map[string]any{"ack": m.ID}
+}
+
+// filter keeps the hints this connection receives.
+func (l leases) filter(batch []Hint) []Hint {
+	var out []Hint
+	for _, h := range batch {
+		if _, ok := l[h]; ok || unleasedTopics[h.Topic] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // live upgrades to a WebSocket that sends {"hints": [...]} batches. It
 // authenticates with a one-time ticket (?ticket=) or the bearer header.
-// Sockets only observe; they submit nothing.
+// The client holds leases on exact keys (subscribe, then wait for the
+// ack, then fetch); closing the socket drops them all. Sockets only
+// observe; they submit no work.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) && !s.tickets.redeem(r.URL.Query().Get("ticket")) {
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "a live socket needs a ticket from POST /api/auth/ws-ticket or the bearer header")
@@ -141,19 +204,49 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.CloseNow()
-	ctx := conn.CloseRead(r.Context())
-	hints, cancel := s.hub.Subscribe()
+	conn.SetReadLimit(4096)
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	hints, unsubscribe := s.hub.Subscribe()
+	defer unsubscribe()
+	requests := make(chan leaseMsg, 16)
+	go func() {
+		defer cancel()
+		for {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			var m leaseMsg
+			if json.Unmarshal(b, &m) != nil {
+				m = leaseMsg{Op: "invalid"}
+			}
+			select {
+			case requests <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	hello, _ := json.Marshal(map[string]any{"hello": "saivage", "runtime": s.rt.Status().Status})
 	if err := write(ctx, conn, hello); err != nil {
 		return
 	}
+	own := leases{}
 	for {
 		select {
 		case <-ctx.Done():
 			conn.Close(websocket.StatusNormalClosure, "")
 			return
+		case m := <-requests:
+			b, _ := json.Marshal(own.apply(m))
+			if err := write(ctx, conn, b); err != nil {
+				return
+			}
 		case batch := <-hints:
+			if batch = own.filter(batch); len(batch) == 0 {
+				continue
+			}
 			b, _ := json.Marshal(map[string]any{"hints": batch})
 			if err := write(ctx, conn, b); err != nil {
 				return
