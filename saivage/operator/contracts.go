@@ -45,11 +45,10 @@ func (o Operation) pattern() string {
 	return o.Method + " " + strings.Join(parts, "/")
 }
 
-// Status sets shared by many operations. 401 is part of every
-// authenticated route; 500 of every route.
+// Status sets shared by many operations. 400 (request admission) and 401
+// are part of every authenticated route; 500 of every route.
 var (
-	stGet      = []int{200, 401, 500}
-	stGetQ     = []int{200, 400, 401, 500}
+	stGet      = []int{200, 400, 401, 500}
 	stGetID    = []int{200, 400, 401, 404, 500}
 	stControl  = []int{200, 400, 401, 409, 500}
 	stMCP      = []int{200, 400, 401, 404, 409, 500}
@@ -77,9 +76,9 @@ var Operations = []Operation{
 	{Name: "workflows.presentation", Method: "GET", Path: "/api/workflows/:cardType/presentation", Purpose: "One installed type's presentation topology.", Statuses: stGetID},
 	{Name: "config.get", Method: "GET", Path: "/api/config", Purpose: "Redacted effective configuration.", Statuses: stGet},
 	{Name: "providers.list", Method: "GET", Path: "/api/providers", Purpose: "Process-local routing/capability observation.", Statuses: stGet},
-	{Name: "controlActions.list", Method: "GET", Path: "/api/control-actions", Purpose: "Bounded Analyst action evidence.", Query: []string{"limit"}, Statuses: stGetQ},
-	{Name: "externalToolCalls.list", Method: "GET", Path: "/api/external-tool-calls", Purpose: "Body-free settled external receipts.", Query: []string{"limit"}, Statuses: stGetQ},
-	{Name: "events.list", Method: "GET", Path: "/api/events", Purpose: "Authenticated retained-event query.", Query: []string{"type", "card", "offset", "limit"}, Statuses: stGetQ},
+	{Name: "controlActions.list", Method: "GET", Path: "/api/control-actions", Purpose: "Bounded Analyst action evidence.", Query: []string{"limit"}, Statuses: stGet},
+	{Name: "externalToolCalls.list", Method: "GET", Path: "/api/external-tool-calls", Purpose: "Body-free settled external receipts.", Query: []string{"limit"}, Statuses: stGet},
+	{Name: "events.list", Method: "GET", Path: "/api/events", Purpose: "Authenticated retained-event query.", Query: []string{"type", "card", "offset", "limit"}, Statuses: stGet},
 	{Name: "files.list", Method: "GET", Path: "/api/files", Purpose: "Privacy-admitted listing.", Query: []string{"path"}, Statuses: []int{200, 400, 401, 403, 404, 500}},
 	{Name: "files.content", Method: "GET", Path: "/api/files/content", Purpose: "Admitted projected text.", Query: []string{"path"}, Statuses: []int{200, 400, 401, 403, 404, 413, 415, 500}},
 	{Name: "files.image", Method: "GET", Path: "/api/files/image", Purpose: "Fresh ordinary static raster bytes.", Query: []string{"path"}, Statuses: []int{200, 400, 401, 403, 404, 413, 415, 500}},
@@ -111,7 +110,7 @@ var Operations = []Operation{
 	{Name: "runtime.stop", Method: "POST", Path: "/api/runtime/stop-project", Purpose: "Bodyless project containment.", Statuses: stControl},
 	{Name: "runtime.restartServer", Method: "POST", Path: "/api/runtime/restart-server", Purpose: "Exact-confirmation authenticated restart.", Body: "json", Statuses: []int{202, 400, 401, 409, 415, 500}},
 	{Name: "debug.doctor", Method: "GET", Path: "/api/debug/doctor", Purpose: "Authenticated bounded card diagnostic.", Debug: true, Statuses: stGet},
-	{Name: "debug.errors", Method: "GET", Path: "/api/debug/errors", Purpose: "Explicit error projection.", Debug: true, Query: []string{"limit"}, Statuses: stGetQ},
+	{Name: "debug.errors", Method: "GET", Path: "/api/debug/errors", Purpose: "Explicit error projection.", Debug: true, Query: []string{"limit"}, Statuses: stGet},
 	{Name: "debug.graphs", Method: "GET", Path: "/api/debug/graphs", Purpose: "Non-disclosing installed workflow projection.", Debug: true, Statuses: stGet},
 }
 

@@ -119,7 +119,7 @@ func (s *Server) execution(session, agent string, seg, pos int, call conversatio
 	var target struct {
 		Path string `json:"path"`
 	}
-	if json.Unmarshal([]byte(args.Arguments), &target) == nil && target.Path != "" && !strings.HasPrefix(target.Path, "/") {
+	if json.Unmarshal([]byte(args.Arguments), &target) == nil && target.Path != "" && !strings.HasPrefix(target.Path, "/") && !strings.HasPrefix(target.Path, recordAlias) {
 		switch call.Name {
 		case "write", "edit", "read":
 			e.Files = append(e.Files, execFile{Key: "target", Label: call.Name + " target", Path: target.Path})

@@ -34,6 +34,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	restart func()
+	redact  func(string) string
 	// gc admits one work collection at a time.
 	gc sync.Mutex
 }
@@ -54,6 +55,9 @@ type ServerOptions struct {
 // NewServer builds the routes.
 func NewServer(opts ServerOptions) *Server {
 	s := &Server{rt: opts.Runtime, token: opts.Token, hub: opts.Hub, log: opts.Logger, tickets: newTickets(), restart: opts.Restart}
+	if s.rt != nil {
+		s.redact = s.rt.Redact
+	}
 	if s.hub == nil {
 		s.hub = NewSyncHub(0)
 	}
@@ -156,11 +160,11 @@ const internalMessage = "the request failed; the server log has the details"
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, op string, err error) {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		writeError(w, ae.status, ae.code, s.rt.Redact(ae.msg))
+		writeError(w, ae.status, ae.code, s.redact(ae.msg))
 		return
 	}
 	// The path is logged without its query (tickets never reach a log).
-	s.log.Error("operator request failed", "operation", op, "phase", "handler", "method", r.Method, "path", r.URL.Path, "err", s.rt.Redact(err.Error()))
+	s.log.Error("operator request failed", "operation", op, "phase", "handler", "method", r.Method, "path", r.URL.Path, "err", s.redact(err.Error()))
 	writeError(w, http.StatusInternalServerError, "Internal", internalMessage)
 }
 
