@@ -25,9 +25,15 @@ func TestContractAdmitsDeclaredStatusesOnly(t *testing.T) {
 		want     int
 		wantBody string
 	}{
-		{"declared", func(w http.ResponseWriter, r *http.Request) error { writeJSON(w, 200, map[string]any{"ok": true}); return nil }, 200, `"ok": true`},
+		{"declared", func(w http.ResponseWriter, r *http.Request) error {
+			writeJSON(w, 200, map[string]any{"ok": true})
+			return nil
+		}, 200, `"ok": true`},
 		{"undeclared 404 error", func(w http.ResponseWriter, r *http.Request) error { return notFound("secret detail") }, 500, internalMessage},
-		{"undeclared 202 write", func(w http.ResponseWriter, r *http.Request) error { writeJSON(w, 202, map[string]any{"x": 1}); return nil }, 500, internalMessage},
+		{"undeclared 202 write", func(w http.ResponseWriter, r *http.Request) error {
+			writeJSON(w, 202, map[string]any{"x": 1})
+			return nil
+		}, 500, internalMessage},
 		{"unexpected error", func(w http.ResponseWriter, r *http.Request) error { return errors.New("disk exploded at /secret/path") }, 500, internalMessage},
 	}
 	for _, tt := range tests {

@@ -274,7 +274,8 @@ func (s *Server) getGraphs(w http.ResponseWriter, r *http.Request) error {
 	out := []graph{}
 	for _, typ := range set.CardTypes() {
 		tbl, _ := set.Table(typ)
-		g := graph{CardType: typ, ChildTypes: tbl.PermittedChildTypes(), Agents: tbl.SessionAgents(), Nodes: []nodeView{}, Records: []recordSummary{}}
+		g := graph{CardType: typ, ChildTypes: append([]string{}, tbl.PermittedChildTypes()...), Agents: append([]string{}, tbl.SessionAgents()...),
+			Nodes: []nodeView{}, Records: []recordSummary{}}
 		g.States, g.Edges = topology(tbl)
 		for _, n := range tbl.NodeNames() {
 			nd, _ := tbl.Node(n)
