@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -461,4 +462,63 @@ func TestCockpitShellSize(t *testing.T) {
 	if !strings.HasPrefix(p.url, "http://127.0.0.1:") {
 		t.Errorf("url %s", p.url)
 	}
+}
+
+// TestCockpitLiveLatency measures (logs, never asserts) how long a card
+// publication takes to become visible on a subscribed page: from the
+// card_created event the server logs right after publishing, to the
+// moment the new row appears in the tree (same machine clock).
+func TestCockpitLiveLatency(t *testing.T) {
+	p := startCockpitProject(t)
+	const n = 20
+	for i := range n {
+		p.script.Add("analyst",
+			rtt.Call("create_card", map[string]any{"parent_id": "project", "type": "goal", "title": fmt.Sprintf("Goal %d", i),
+				"records": map[string]string{"brief": "Latency probe."}}),
+			rtt.Text("Created."))
+	}
+	b := newBrowser(t, 1280, 900, false)
+	b.signIn(p.url, p.token)
+	b.wait("the live socket", `document.documentElement.dataset.conn === 'live'`)
+	eval[bool](b, `(() => { window.__seen = {}; new MutationObserver(() => document.querySelectorAll('li[data-card]').forEach((li) => { window.__seen[li.dataset.card] ??= Date.now(); })).observe(document.body, { subtree: true, childList: true }); return true })()`)
+	for range n {
+		var out struct{ Result struct{ Error string } }
+		if code := p.do("POST", "/api/chat", `{"message":"Create one more goal.","wait":true}`, &out); code != 200 || out.Result.Error != "" {
+			t.Fatalf("chat = %d %+v", code, out)
+		}
+	}
+	b.wait("every goal", fmt.Sprintf(`Object.keys(window.__seen).length >= %d`, n+1))
+	seen := eval[map[string]float64](b, `window.__seen`)
+	var evs struct {
+		Events []struct {
+			Ts   time.Time
+			Data map[string]any
+		}
+	}
+	p.get("/api/events?type=card_created&limit=1000", &evs)
+	var lat []float64
+	for _, e := range evs.Events {
+		id, _ := e.Data["card"].(string)
+		if at, ok := seen[id]; ok {
+			lat = append(lat, at-float64(e.Ts.UnixMilli()))
+		}
+	}
+	if len(lat) != n {
+		t.Fatalf("matched %d of %d publications", len(lat), n)
+	}
+	if testing.Verbose() {
+		reqs := eval[[][]float64](b, `performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/cards/project/children')).map((e) => [performance.timeOrigin + e.startTime, e.duration])`)
+		for _, e := range evs.Events {
+			ts := float64(e.Ts.UnixMilli())
+			for _, r := range reqs {
+				if r[0] >= ts {
+					t.Logf("%v: children request %.0f ms after publication, took %.0f ms; visible at +%.0f", e.Data["card"], r[0]-ts, r[1], seen[e.Data["card"].(string)]-ts)
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("publication → visible row, %d samples: p50 %.0f ms, p95 %.0f ms, max %.0f ms", n, lat[n/2], lat[n*95/100-1], lat[n-1])
+	b.noExceptions()
 }

@@ -21,52 +21,96 @@ type Hint struct {
 	Key   string `json:"key,omitempty"`
 }
 
-// SyncHub coalesces hints for DefaultDebounce and fans them out to live
-// sockets. Hints are lossy: a slow socket drops batches and must refetch.
+// SyncHub coalesces hints per exact key and fans them out to live
+// sockets. A key's hint leaves DefaultDebounce after its last arrival, so
+// repeated publications of one resource within the window become one hint
+// while other keys are not held back; a key that keeps changing still
+// leaves at the latest maxWaitFactor windows after its first pending
+// arrival. Hints are lossy: a slow socket drops batches and must refetch.
 type SyncHub struct {
 	mu       sync.Mutex
 	debounce time.Duration
-	pending  []Hint
-	seen     map[Hint]bool
+	pending  map[Hint]*pendingHint
+	order    []Hint
 	timer    *time.Timer
 	subs     map[chan []Hint]struct{}
+	now      func() time.Time
 }
+
+type pendingHint struct{ first, due time.Time }
+
+// maxWaitFactor bounds how long a continuously republished key waits.
+const maxWaitFactor = 10
 
 // NewSyncHub returns a hub; debounce 0 means DefaultDebounce.
 func NewSyncHub(debounce time.Duration) *SyncHub {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
-	return &SyncHub{debounce: debounce, seen: map[Hint]bool{}, subs: map[chan []Hint]struct{}{}}
+	return &SyncHub{debounce: debounce, pending: map[Hint]*pendingHint{}, subs: map[chan []Hint]struct{}{}, now: time.Now}
 }
 
-// Hint records a change; it never blocks. Hints are coalesced on the last
-// arrival: the batch goes out once DefaultDebounce has passed without a
-// new hint.
+// Hint records a change; it never blocks.
 func (h *SyncHub) Hint(topic, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hint := Hint{Topic: topic, Key: key}
-	if !h.seen[hint] {
-		h.seen[hint] = true
-		h.pending = append(h.pending, hint)
+	now := h.now()
+	p := h.pending[hint]
+	if p == nil {
+		p = &pendingHint{first: now}
+		h.pending[hint] = p
+		h.order = append(h.order, hint)
 	}
+	p.due = now.Add(h.debounce)
+	if limit := p.first.Add(maxWaitFactor * h.debounce); p.due.After(limit) {
+		p.due = limit
+	}
+	h.scheduleLocked(now)
+}
+
+// scheduleLocked arms the timer for the earliest due hint.
+func (h *SyncHub) scheduleLocked(now time.Time) {
+	if len(h.order) == 0 {
+		return
+	}
+	next := h.pending[h.order[0]].due
+	for _, k := range h.order[1:] {
+		if d := h.pending[k].due; d.Before(next) {
+			next = d
+		}
+	}
+	wait := max(next.Sub(now), 0)
 	if h.timer == nil {
-		h.timer = time.AfterFunc(h.debounce, h.flush)
+		h.timer = time.AfterFunc(wait, h.flush)
 	} else {
-		h.timer.Reset(h.debounce)
+		h.timer.Reset(wait)
 	}
 }
 
 func (h *SyncHub) flush() {
 	h.mu.Lock()
-	batch := h.pending
-	h.pending, h.seen, h.timer = nil, map[Hint]bool{}, nil
+	now := h.now()
+	var batch []Hint
+	keep := h.order[:0]
+	for _, k := range h.order {
+		if p := h.pending[k]; !p.due.After(now) {
+			batch = append(batch, k)
+			delete(h.pending, k)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	h.order = keep
+	h.scheduleLocked(now)
 	subs := make([]chan []Hint, 0, len(h.subs))
 	for c := range h.subs {
 		subs = append(subs, c)
 	}
 	h.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
 	for _, c := range subs {
 		select {
 		case c <- batch:

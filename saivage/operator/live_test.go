@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,22 +180,49 @@ func TestSyncHubDebounceOnLastArrival(t *testing.T) {
 	if b, _ := next(); len(b) != 1 {
 		t.Fatalf("second batch = %v", b)
 	}
-	// The window restarts on each arrival: the batch leaves no earlier
-	// than the debounce after the last hint. (When the machine sleeps past
-	// the window, the first hint leaves alone and the check is retried.)
+	// The window restarts on each arrival of the same key: the hint leaves
+	// no earlier than the debounce after the last arrival. An attempt
+	// whose two hints ended up a whole window apart (a loaded machine
+	// slept too long) proves nothing and is repeated.
 	for attempt := 0; ; attempt++ {
+		first := time.Now()
 		h.Hint("card", "project.b")
-		time.Sleep(operator.DefaultDebounce / 2)
-		last := time.Now()
-		h.Hint("card", "project.c")
+		time.Sleep(operator.DefaultDebounce / 3)
+		before := time.Now()
+		h.Hint("card", "project.b")
+		after := time.Now()
 		b, at := next()
-		if len(b) == 1 && attempt < 20 {
-			next() // project.c's own batch
-			continue
+		if after.Sub(first) >= operator.DefaultDebounce {
+			if len(b) == 1 && at.Before(after) && attempt < 50 {
+				next() // the second hint's own batch
+			}
+			if attempt < 50 {
+				continue
+			}
+			t.Skip("the machine is too loaded to place two hints within one window")
 		}
-		if len(b) != 2 || at.Sub(last) < operator.DefaultDebounce {
-			t.Fatalf("batch %v after %v", b, at.Sub(last))
+		if len(b) != 1 || at.Sub(before) < operator.DefaultDebounce {
+			t.Fatalf("batch %v after %v", b, at.Sub(before))
 		}
 		break
+	}
+	// Other keys are not held back by a key that keeps changing: while c
+	// is republished every 10 ms, d's hint leaves first.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				h.Hint("conversation", "agent:analyst:global")
+			}
+		}
+	}()
+	h.Hint("card", "project.d")
+	b, _ := next()
+	close(stop)
+	if !slices.Contains(b, operator.Hint{Topic: "card", Key: "project.d"}) {
+		t.Fatalf("first batch while another key streams = %v", b)
 	}
 }

@@ -1,7 +1,7 @@
 // Home: project objective and runtime control, the card tree (one level
 // per request), the Analyst panel and the event feed.
 import { call, owner } from './api.js';
-import { h, clear, badge, fmtTime, failure } from './dom.js';
+import { h, clear, badge, fmtTime, failure, markdown } from './dom.js';
 import { renderRows } from './transcript.js';
 
 // Control admission mirrors the Supervisor: the server still decides and
@@ -229,6 +229,15 @@ function eventsPanel(ctx) {
 
 export function homeView(ctx) {
   const objective = h('div', { class: 'objective' });
+  const goal = h('div', { class: 'objective-text' });
+  const objReq = owner();
+  // The project objective is the root's objective record.
+  const loadObjective = async () => {
+    const r = await objReq.run((signal) => call('cards.record', { params: { id: 'project', name: 'objective' }, signal }));
+    if (r.current && !r.error) clear(goal, markdown(r.value.content));
+  };
+  loadObjective();
+  const offObj = ctx.live.on('card', 'project', loadObjective);
   const ctl = controlPanel(ctx);
   const off = ctx.runtime.subscribe((state) => {
     const card = state?.project?.card;
@@ -238,7 +247,7 @@ export function homeView(ctx) {
       h('p', { class: 'muted small' }, state?.project?.root || ''),
       h('p', {}, 'Root card ', card ? badge(card.status) : '', ' · runtime ', run ? badge(run.status) : '',
         run?.activations?.length ? ` · active: ${run.activations.join(' → ')}` : '',
-        run?.last_run && run.status === 'stopped' ? ` · last run ${run.last_run.outcome}` : ''));
+        run?.last_run && run.status === 'stopped' ? ` · last run ${run.last_run.outcome}` : ''), goal);
   });
   const tree = treePanel(ctx);
   const analyst = analystPanel(ctx);
@@ -246,5 +255,5 @@ export function homeView(ctx) {
   const el = h('div', { class: 'home' },
     h('section', { class: 'panel head' }, objective, ctl.el),
     tree.el, analyst.el, events.el);
-  return { el, title: 'Home', destroy() { off(); ctl.destroy(); tree.destroy(); analyst.destroy(); events.destroy(); } };
+  return { el, title: 'Home', destroy() { off(); offObj(); objReq.abort(); ctl.destroy(); tree.destroy(); analyst.destroy(); events.destroy(); } };
 }
