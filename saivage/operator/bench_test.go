@@ -64,4 +64,3 @@ func BenchmarkRootLevel(b *testing.B) {
 		})
 	}
 }
-
