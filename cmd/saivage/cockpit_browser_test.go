@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -478,6 +479,15 @@ func TestCockpitLiveLatency(t *testing.T) {
 			rtt.Text("Created."))
 	}
 	b := newBrowser(t, 1280, 900, false)
+	// A wrapper the test uses to cut the page's sockets and hold it offline.
+	if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `(() => {
+		const Real = window.WebSocket; window.__sockets = []; window.__block = false;
+		window.WebSocket = function (url, protocols) {
+			const ws = new Real(window.__block ? url.replace('ticket=', 'ticket=refused-') : url, protocols);
+			window.__sockets.push(ws); return ws; };
+		window.WebSocket.OPEN = Real.OPEN; window.WebSocket.prototype = Real.prototype; })()`}); err != nil {
+		t.Fatal(err)
+	}
 	b.signIn(p.url, p.token)
 	b.wait("the live socket", `document.documentElement.dataset.conn === 'live'`)
 	eval[bool](b, `(() => { window.__seen = {}; new MutationObserver(() => document.querySelectorAll('li[data-card]').forEach((li) => { window.__seen[li.dataset.card] ??= Date.now(); })).observe(document.body, { subtree: true, childList: true }); return true })()`)
@@ -520,5 +530,23 @@ func TestCockpitLiveLatency(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("publication → visible row, %d samples: p50 %.0f ms, p95 %.0f ms, max %.0f ms", n, lat[n/2], lat[n*95/100-1], lat[n-1])
+
+	// Reconnect: a publication while the page is offline sends it no hint;
+	// the reconnect refetches what the page shows.
+	eval[bool](b, `(() => { window.__block = true; window.__sockets.forEach((s) => s.close()); return true })()`)
+	b.wait("the socket down", `document.documentElement.dataset.conn !== 'live'`)
+	p.script.Add("analyst",
+		rtt.Call("create_card", map[string]any{"parent_id": "project", "type": "goal", "title": "Made while offline"}),
+		rtt.Text("Created."))
+	if code := p.do("POST", "/api/chat", `{"message":"One more while you are away.","wait":true}`, nil); code != 200 {
+		t.Fatalf("chat = %d", code)
+	}
+	time.Sleep(500 * time.Millisecond) // a hint, had one been sent, would have arrived
+	if eval[bool](b, `[...document.querySelectorAll('li[data-card] .card-title')].some((e) => e.textContent === 'Made while offline')`) {
+		t.Fatal("the page saw the offline publication without a socket")
+	}
+	eval[bool](b, `(() => { window.__block = false; return true })()`)
+	b.wait("the socket back", `document.documentElement.dataset.conn === 'live'`)
+	b.wait("the refetch after reconnect", `[...document.querySelectorAll('li[data-card] .card-title')].some((e) => e.textContent === 'Made while offline')`)
 	b.noExceptions()
 }

@@ -39,7 +39,13 @@ export class Live {
       return;
     }
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const ws = new WebSocket(`${proto}//${location.host}/api/live?ticket=${encodeURIComponent(ticket)}`);
+    let ws;
+    try {
+      ws = new WebSocket(`${proto}//${location.host}/api/live?ticket=${encodeURIComponent(ticket)}`);
+    } catch {
+      this.retry();
+      return;
+    }
     this.ws = ws;
     let hello = false;
     ws.onmessage = (ev) => {
