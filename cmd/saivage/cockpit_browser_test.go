@@ -169,15 +169,20 @@ func (b *browser) shot(name string) {
 	}
 }
 
-// cockpitProject is a real saivage start over an initialised Git project
-// whose provider is the scripted test double.
-type cockpitProject struct {
+// servedProject is a real saivage start (in this process) over an
+// initialised Git project whose provider is the scripted test double.
+type servedProject struct {
 	api
 	dir    string
+	vars   map[string]string
 	script *rtt.Script
+	cancel context.CancelFunc
+	done   chan int
+	errb   *syncBuffer
+	code   *int
 }
 
-func startCockpitProject(t *testing.T) *cockpitProject {
+func startServedProject(t *testing.T, token string) *servedProject {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
@@ -189,7 +194,7 @@ func startCockpitProject(t *testing.T) *cockpitProject {
 	srv := llmtest.NewServer(t)
 	script := rtt.NewScript(t, srv)
 	port := freePort(t)
-	vars := map[string]string{"SAIVAGE_ROOT": dir, "SAIVAGE_AUTH_TOKEN": "cockpit-token-0123456789", "SAIVAGE_PORT": port,
+	vars := map[string]string{"SAIVAGE_ROOT": dir, "SAIVAGE_AUTH_TOKEN": token, "SAIVAGE_PORT": port,
 		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
 	if code, _, errs := runCLI(t, vars, "init", "--objective", "Greeting files in the repository."); code != 0 {
 		t.Fatal(errs)
@@ -197,37 +202,44 @@ func startCockpitProject(t *testing.T) *cockpitProject {
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
 	b, _ := os.ReadFile(cfgPath)
 	os.WriteFile(cfgPath, bytes.ReplaceAll(b, []byte("http://127.0.0.1:4000/v1"), []byte(srv.URL)), 0o644)
-	os.WriteFile(filepath.Join(dir, ".env"), []byte("DEPLOY_KEY=sk-do-not-show-0123456789abcdef\n"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out syncBuffer
+	p := &servedProject{api: api{t: t, url: "http://127.0.0.1:" + port, token: token}, dir: dir, vars: vars, script: script,
+		cancel: cancel, done: make(chan int, 1), errb: &syncBuffer{}}
 	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"start"}, &env{stdout: &out, stderr: &errb, lookupEnv: lookup}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("saivage start did not stop")
-		}
-	})
-	p := &cockpitProject{api: api{t: t, url: "http://127.0.0.1:" + port, token: vars["SAIVAGE_AUTH_TOKEN"]}, dir: dir, script: script}
+	go func() { p.done <- run(ctx, []string{"start"}, &env{stdout: &out, stderr: p.errb, lookupEnv: lookup}) }()
+	t.Cleanup(func() { p.stop() })
 	poll(t, "the server", func() bool {
 		select {
-		case code := <-done:
-			t.Fatalf("start exited with %d: %s %s", code, out.String(), errb.String())
+		case code := <-p.done:
+			t.Fatalf("start exited with %d: %s %s", code, out.String(), p.errb.String())
 		default:
 		}
 		resp, err := http.Get(p.url + "/health/ready")
 		if err == nil {
 			resp.Body.Close()
 		}
-		return err == nil && resp.StatusCode == 200
+		return err == nil && resp.StatusCode == 200 && strings.Contains(out.String(), "saivage serving")
 	})
 	return p
 }
 
-func (p *cockpitProject) status() string {
+// stop interrupts saivage start and returns its exit status.
+func (p *servedProject) stop() int {
+	if p.code == nil {
+		p.cancel()
+		code := -1
+		select {
+		case code = <-p.done:
+		case <-time.After(60 * time.Second):
+			p.t.Error("saivage start did not stop")
+		}
+		p.code = &code
+	}
+	return *p.code
+}
+
+func (p *servedProject) status() string {
 	var st struct{ Status string }
 	p.get("/api/runtime/status", &st)
 	return st.Status
@@ -252,7 +264,8 @@ func (b *browser) signIn(url, token string) float64 {
 // facets show the run's evidence, Files refuses a secret and System and
 // Debug render.
 func TestCockpitBrowser(t *testing.T) {
-	p := startCockpitProject(t)
+	p := startServedProject(t, "cockpit-token-0123456789")
+	os.WriteFile(filepath.Join(p.dir, ".env"), []byte("DEPLOY_KEY=sk-do-not-show-0123456789abcdef\n"), 0o600)
 	hold := make(chan struct{})
 	executorHold := make(chan struct{})
 	stopHold := make(chan struct{})
@@ -442,7 +455,8 @@ func TestCockpitBrowser(t *testing.T) {
 // TestCockpitShellSize records the shell's size (measured, not asserted
 // beyond the budget the issue states).
 func TestCockpitShellSize(t *testing.T) {
-	p := startCockpitProject(t)
+	p := startServedProject(t, "cockpit-token-0123456789")
+	os.WriteFile(filepath.Join(p.dir, ".env"), []byte("DEPLOY_KEY=sk-do-not-show-0123456789abcdef\n"), 0o600)
 	total := 0
 	for _, path := range []string{"/", "/contracts.js", "/assets/app.css", "/assets/icon.svg", "/assets/js/app.js", "/assets/js/api.js", "/assets/js/dom.js",
 		"/assets/js/live.js", "/assets/js/home.js", "/assets/js/card.js", "/assets/js/system.js", "/assets/js/transcript.js"} {
@@ -475,7 +489,8 @@ func TestCockpitShellSize(t *testing.T) {
 // card_created event the server logs right after publishing, to the
 // moment the new row appears in the tree (same machine clock).
 func TestCockpitLiveLatency(t *testing.T) {
-	p := startCockpitProject(t)
+	p := startServedProject(t, "cockpit-token-0123456789")
+	os.WriteFile(filepath.Join(p.dir, ".env"), []byte("DEPLOY_KEY=sk-do-not-show-0123456789abcdef\n"), 0o600)
 	const n = 20
 	for i := range n {
 		p.script.Add("analyst",

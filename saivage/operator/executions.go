@@ -238,11 +238,7 @@ func (s *Server) getExecutionFile(download bool) func(w http.ResponseWriter, r *
 				return err
 			}
 		} else {
-			abs, rel, err := s.admitPath(f.Path)
-			if err != nil {
-				return err
-			}
-			fh, st, err := openRegular(abs, rel)
+			fh, st, rel, err := s.openAdmitted(f.Path)
 			if err != nil {
 				return err
 			}

@@ -311,11 +311,7 @@ func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.writeRedacted(w, http.StatusOK, tv)
 	}
-	abs, rel, err := s.admitPath(raw)
-	if err != nil {
-		return err
-	}
-	f, st, err := openRegular(abs, rel)
+	f, st, rel, err := s.openAdmitted(raw)
 	if err != nil {
 		return err
 	}
@@ -325,6 +321,16 @@ func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.writeRedacted(w, http.StatusOK, tv)
+}
+
+// openAdmitted admits a Files path and opens it as a regular file.
+func (s *Server) openAdmitted(raw string) (*os.File, os.FileInfo, string, error) {
+	abs, rel, err := s.admitPath(raw)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	f, st, err := openRegular(abs, rel)
+	return f, st, rel, err
 }
 
 // openRegular opens an admitted regular file.
@@ -360,11 +366,7 @@ func (s *Server) getFileImage(w http.ResponseWriter, r *http.Request) error {
 	if strings.HasPrefix(raw, recordAlias) {
 		return &apiError{http.StatusUnsupportedMediaType, "NotImage", "records are text"}
 	}
-	abs, rel, err := s.admitPath(raw)
-	if err != nil {
-		return err
-	}
-	f, st, err := openRegular(abs, rel)
+	f, st, rel, err := s.openAdmitted(raw)
 	if err != nil {
 		return err
 	}

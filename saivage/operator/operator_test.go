@@ -89,29 +89,13 @@ func startWith(t *testing.T, env map[string]string, moreMCP string) *server {
 
 func (s *server) do(method, path, auth, body string) (int, map[string]any) {
 	s.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, s.app.URL+path, rd)
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	code, _, raw := s.raw(method, path, auth, body)
 	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
+	_ = json.Unmarshal([]byte(raw), &m)
 	if m == nil {
-		m = map[string]any{"_raw": string(raw)}
+		m = map[string]any{"_raw": raw}
 	}
-	return resp.StatusCode, m
+	return code, m
 }
 
 func TestStartPublishesEndpointAndStaysStopped(t *testing.T) {
