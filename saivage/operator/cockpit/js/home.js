@@ -52,7 +52,7 @@ function treeNode(ctx, card, cleanups) {
   let lease = null;
   let offHint = null;
   let offReconnect = null;
-  let last = null;
+  let nodes = [];
   const load = async () => {
     const r = await req.run((signal) => call('cards.children', { params: { id: card.id }, signal }));
     if (!r.current) return;
@@ -61,13 +61,13 @@ function treeNode(ctx, card, cleanups) {
       kids.prepend(failure(r.error, load));
       return;
     }
-    last = r.value.children;
-    const open = new Set([...kids.querySelectorAll(':scope > li[aria-expanded="true"]')].map((x) => x.dataset.card));
-    clear(kids, last.length ? last.map((c) => {
-      const node = treeNode(ctx, c, cleanups);
-      if (open.has(c.id)) node.expand();
-      return node.li;
-    }) : h('li', { class: 'muted small empty' }, 'No children.'));
+    // Replaced rows release their leases; expanded ones are rebuilt
+    // expanded (the same selection keeps its state).
+    const open = new Set(nodes.filter((n) => n.isOpen()).map((n) => n.id));
+    nodes.forEach((n) => n.collapse());
+    nodes = r.value.children.map((c) => treeNode(ctx, c, cleanups));
+    nodes.forEach((n) => { if (open.has(n.id)) n.expand(); });
+    clear(kids, nodes.length ? nodes.map((n) => n.li) : h('li', { class: 'muted small empty' }, 'No children.'));
   };
   const expand = async () => {
     toggle.setAttribute('aria-expanded', 'true');
@@ -82,6 +82,8 @@ function treeNode(ctx, card, cleanups) {
     await load();
   };
   function collapse() {
+    nodes.forEach((n) => n.collapse());
+    nodes = [];
     req.abort();
     lease?.release();
     offHint?.();
@@ -94,7 +96,7 @@ function treeNode(ctx, card, cleanups) {
     kids.hidden = true;
   }
   toggle.addEventListener('click', () => (lease ? collapse() : expand()));
-  return { li, expand };
+  return { li, id: card.id, expand, collapse, isOpen: () => lease !== null };
 }
 
 function treePanel(ctx) {
