@@ -77,11 +77,15 @@ func privacy(rel string) string {
 	return ""
 }
 
-// admitPath admits a Files path before any stat or read: it must be a
-// relative, clean path inside the project, private neither lexically nor
-// after symlink resolution. It returns the absolute path.
+// admitPath admits a Files path of the server's project.
 func (s *Server) admitPath(raw string) (abs, rel string, err error) {
-	root := s.rt.Project().Root
+	return admitPath(s.rt.Project().Root, raw)
+}
+
+// admitPath admits a Files path before any stat or read: it must be a
+// relative, clean path inside root, private neither lexically nor after
+// symlink resolution. It returns the absolute path.
+func admitPath(root, raw string) (abs, rel string, err error) {
 	if raw == "" || raw == "." || raw == "/" {
 		return root, ".", nil
 	}
