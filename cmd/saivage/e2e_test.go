@@ -2,21 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/lock"
 	rtt "github.com/agentstack/agentstack/saivage/runtime/runtimetest"
 )
@@ -152,45 +149,9 @@ func scriptE2E(s *rtt.Script) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	srv := llmtest.NewServer(t)
-	script := rtt.NewScript(t, srv)
+	p := startServedProject(t, "e2e-token-abcdef")
+	script, dir, vars, a := p.script, p.dir, p.vars, p.api
 	scriptE2E(script)
-	port := freePort(t)
-	vars := map[string]string{"SAIVAGE_ROOT": dir, "SAIVAGE_AUTH_TOKEN": "e2e-token-abcdef", "SAIVAGE_PORT": port,
-		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
-	if code, _, errs := runCLI(t, vars, "init", "--objective", "Greeting files in the repository."); code != 0 {
-		t.Fatal(errs)
-	}
-	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
-	b, _ := os.ReadFile(cfgPath)
-	os.WriteFile(cfgPath, bytes.ReplaceAll(b, []byte("http://127.0.0.1:4000/v1"), []byte(srv.URL)), 0o644)
-
-	// saivage start, in the background until cancelled.
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
-	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	started := make(chan int, 1)
-	go func() { started <- run(ctx, []string{"start"}, &env{stdout: &out, stderr: &errb, lookupEnv: lookup}) }()
-	a := api{t: t, url: "http://127.0.0.1:" + port, token: vars["SAIVAGE_AUTH_TOKEN"]}
-	poll(t, "the server", func() bool {
-		select {
-		case code := <-started:
-			t.Fatalf("start exited with %d: %s %s", code, out.String(), errb.String())
-		default:
-		}
-		resp, err := http.Get(a.url + "/health/ready")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200 && strings.Contains(out.String(), "saivage serving")
-	})
 
 	// The Analyst creates a goal and starts the Run.
 	var chat struct {
@@ -315,9 +276,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("run on a finished project = %d %q", code, serr)
 	}
 
-	cancel()
-	if code := <-started; code != 0 {
-		t.Fatalf("start exit = %d: %s", code, errb.String())
+	if code := p.stop(); code != 0 {
+		t.Fatalf("start exit = %d: %s", code, p.errb.String())
 	}
 	if obs := lock.Inspect(filepath.Join(dir, ".saivage")); obs.Status != lock.Missing {
 		t.Errorf("lock after shutdown = %+v", obs)

@@ -44,6 +44,11 @@ type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
 
+// exitCode ends a command with that status after it reported what it did.
+type exitCode int
+
+func (x exitCode) Error() string { return fmt.Sprintf("exit status %d", int(x)) }
+
 func commands() []*command {
 	return []*command{
 		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
@@ -125,6 +130,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		return 2
 	}
 	if err := cmd.run(ctx, e, fs, fs.Args()); err != nil {
+		var xc exitCode
+		if errors.As(err, &xc) {
+			return int(xc)
+		}
 		var ue usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(e.stderr, "saivage %s: %s\n", cmd.name, ue.msg)

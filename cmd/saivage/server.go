@@ -33,7 +33,12 @@ the operator API until interrupted. Execution stays stopped until a Run
 
 Listener: --host/--port, else SAIVAGE_HOST/SAIVAGE_PORT, else server: in the
 YAML, else 127.0.0.1:4400. Every /api route needs the bearer token from
-SAIVAGE_AUTH_TOKEN, else .saivage/auth-token (generated once, mode 0600).`,
+SAIVAGE_AUTH_TOKEN, else .saivage/auth-token (generated once, mode 0600).
+The cockpit (the operator's browser view) is served at the same address.
+
+A confirmed POST /api/runtime/restart-server stops the server and exits
+with status 75, so a supervisor (systemd Restart=on-failure, a shell loop)
+starts it again.`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.StringVar(&host, "host", "", "listen address (default $SAIVAGE_HOST, YAML, 127.0.0.1)")
@@ -59,9 +64,12 @@ SAIVAGE_AUTH_TOKEN, else .saivage/auth-token (generated once, mode 0600).`,
 					p.Root, app.URL, app.TokenSource, app.Runtime.Status().Status)
 			}
 			var serveErr error
+			restart := false
 			select {
 			case <-ctx.Done():
 			case serveErr = <-app.Done():
+			case <-app.RestartRequested():
+				restart = true
 			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
@@ -70,6 +78,10 @@ SAIVAGE_AUTH_TOKEN, else .saivage/auth-token (generated once, mode 0600).`,
 			}
 			if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 				return serveErr
+			}
+			if restart {
+				fmt.Fprintf(e.stdout, "saivage stopped for a confirmed restart (exit %d: start it again)\n", operator.RestartExitCode)
+				return exitCode(operator.RestartExitCode)
 			}
 			fmt.Fprintln(e.stdout, "saivage stopped")
 			return nil

@@ -21,23 +21,33 @@ type Hint struct {
 	Key   string `json:"key,omitempty"`
 }
 
-// SyncHub coalesces hints for DefaultDebounce and fans them out to live
-// sockets. Hints are lossy: a slow socket drops batches and must refetch.
+// SyncHub coalesces hints per exact key and fans them out to live
+// sockets. A key's hint leaves DefaultDebounce after its last arrival, so
+// repeated publications of one resource within the window become one hint
+// while other keys are not held back; a key that keeps changing still
+// leaves at the latest maxWaitFactor windows after its first pending
+// arrival. Hints are lossy: a slow socket drops batches and must refetch.
 type SyncHub struct {
 	mu       sync.Mutex
 	debounce time.Duration
-	pending  []Hint
-	seen     map[Hint]bool
+	pending  map[Hint]*pendingHint
+	order    []Hint
 	timer    *time.Timer
 	subs     map[chan []Hint]struct{}
+	now      func() time.Time
 }
+
+type pendingHint struct{ first, due time.Time }
+
+// maxWaitFactor bounds how long a continuously republished key waits.
+const maxWaitFactor = 10
 
 // NewSyncHub returns a hub; debounce 0 means DefaultDebounce.
 func NewSyncHub(debounce time.Duration) *SyncHub {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
-	return &SyncHub{debounce: debounce, seen: map[Hint]bool{}, subs: map[chan []Hint]struct{}{}}
+	return &SyncHub{debounce: debounce, pending: map[Hint]*pendingHint{}, subs: map[chan []Hint]struct{}{}, now: time.Now}
 }
 
 // Hint records a change; it never blocks.
@@ -45,24 +55,62 @@ func (h *SyncHub) Hint(topic, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hint := Hint{Topic: topic, Key: key}
-	if !h.seen[hint] {
-		h.seen[hint] = true
-		h.pending = append(h.pending, hint)
+	now := h.now()
+	p := h.pending[hint]
+	if p == nil {
+		p = &pendingHint{first: now}
+		h.pending[hint] = p
+		h.order = append(h.order, hint)
 	}
+	p.due = now.Add(h.debounce)
+	if limit := p.first.Add(maxWaitFactor * h.debounce); p.due.After(limit) {
+		p.due = limit
+	}
+	h.scheduleLocked(now)
+}
+
+// scheduleLocked arms the timer for the earliest due hint.
+func (h *SyncHub) scheduleLocked(now time.Time) {
+	if len(h.order) == 0 {
+		return
+	}
+	next := h.pending[h.order[0]].due
+	for _, k := range h.order[1:] {
+		if d := h.pending[k].due; d.Before(next) {
+			next = d
+		}
+	}
+	wait := max(next.Sub(now), 0)
 	if h.timer == nil {
-		h.timer = time.AfterFunc(h.debounce, h.flush)
+		h.timer = time.AfterFunc(wait, h.flush)
+	} else {
+		h.timer.Reset(wait)
 	}
 }
 
 func (h *SyncHub) flush() {
 	h.mu.Lock()
-	batch := h.pending
-	h.pending, h.seen, h.timer = nil, map[Hint]bool{}, nil
+	now := h.now()
+	var batch []Hint
+	keep := h.order[:0]
+	for _, k := range h.order {
+		if p := h.pending[k]; !p.due.After(now) {
+			batch = append(batch, k)
+			delete(h.pending, k)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	h.order = keep
+	h.scheduleLocked(now)
 	subs := make([]chan []Hint, 0, len(h.subs))
 	for c := range h.subs {
 		subs = append(subs, c)
 	}
 	h.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
 	for _, c := range subs {
 		select {
 		case c <- batch:
@@ -128,9 +176,68 @@ func (s *Server) postTicket(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// Topics every live socket receives without a lease; the others (card,
+// conversation, exchange) need an acknowledged lease for their exact key.
+var unleasedTopics = map[string]bool{"runtime": true, "analyst": true, "events": true, "processes": true}
+
+// MaxLeases bounds the leases of one socket.
+const MaxLeases = 512
+
+// leaseMsg is a client's lease request: {"op": "subscribe"|"unsubscribe",
+// "id": N, "topic": "card", "key": "project.a"}.
+type leaseMsg struct {
+	Op    string `json:"op"`
+	ID    int64  `json:"id"`
+	Topic string `json:"topic"`
+	Key   string `json:"key"`
+}
+
+// leases are one connection's acknowledged exact-key leases. A subscribe
+// replaces the key's lease; an unsubscribe removes it only when it names
+// the current lease, so a stale unsubscribe never removes its successor.
+type leases map[Hint]int64
+
+// apply handles one request and returns the acknowledgement to send.
+func (l leases) apply(m leaseMsg) map[string]any {
+	key := Hint{Topic: m.Topic, Key: m.Key}
+	switch {
+	case m.Topic != "card" && m.Topic != "conversation" && m.Topic != "exchange":
+		return map[string]any{"nack": m.ID, "error": "leases are for the card, conversation and exchange topics"}
+	case m.Key == "":
+		return map[string]any{"nack": m.ID, "error": "a lease needs a key"}
+	}
+	switch m.Op {
+	case "subscribe":
+		if _, ok := l[key]; !ok && len(l) >= MaxLeases {
+			return map[string]any{"nack": m.ID, "error": "too many leases on this socket"}
+		}
+		l[key] = m.ID
+	case "unsubscribe":
+		if l[key] == m.ID {
+			delete(l, key)
+		}
+	default:
+		return map[string]any{"nack": m.ID, "error": "op must be subscribe or unsubscribe"}
+	}
+	return map[string]any{"ack": m.ID}
+}
+
+// filter keeps the hints this connection receives.
+func (l leases) filter(batch []Hint) []Hint {
+	var out []Hint
+	for _, h := range batch {
+		if _, ok := l[h]; ok || unleasedTopics[h.Topic] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // live upgrades to a WebSocket that sends {"hints": [...]} batches. It
 // authenticates with a one-time ticket (?ticket=) or the bearer header.
-// Sockets only observe; they submit nothing.
+// The client holds leases on exact keys (subscribe, then wait for the
+// ack, then fetch); closing the socket drops them all. Sockets only
+// observe; they submit no work.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) && !s.tickets.redeem(r.URL.Query().Get("ticket")) {
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "a live socket needs a ticket from POST /api/auth/ws-ticket or the bearer header")
@@ -141,19 +248,49 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.CloseNow()
-	ctx := conn.CloseRead(r.Context())
-	hints, cancel := s.hub.Subscribe()
+	conn.SetReadLimit(4096)
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	hints, unsubscribe := s.hub.Subscribe()
+	defer unsubscribe()
+	requests := make(chan leaseMsg, 16)
+	go func() {
+		defer cancel()
+		for {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			var m leaseMsg
+			if json.Unmarshal(b, &m) != nil {
+				m = leaseMsg{Op: "invalid"}
+			}
+			select {
+			case requests <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	hello, _ := json.Marshal(map[string]any{"hello": "saivage", "runtime": s.rt.Status().Status})
 	if err := write(ctx, conn, hello); err != nil {
 		return
 	}
+	own := leases{}
 	for {
 		select {
 		case <-ctx.Done():
 			conn.Close(websocket.StatusNormalClosure, "")
 			return
+		case m := <-requests:
+			b, _ := json.Marshal(own.apply(m))
+			if err := write(ctx, conn, b); err != nil {
+				return
+			}
 		case batch := <-hints:
+			if batch = own.filter(batch); len(batch) == 0 {
+				continue
+			}
 			b, _ := json.Marshal(map[string]any{"hints": batch})
 			if err := write(ctx, conn, b); err != nil {
 				return

@@ -27,7 +27,7 @@ import (
 const token = "op-token-0123456789"
 
 // freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,6 +47,12 @@ type server struct {
 // start initialises a project with a secret provider key and starts it.
 func start(t *testing.T, env map[string]string) *server {
 	t.Helper()
+	return startWith(t, env, "")
+}
+
+// startWith is start with more mcpServers entries (YAML lines).
+func startWith(t *testing.T, env map[string]string, moreMCP string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
 	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: "Test the API."}); err != nil {
@@ -56,7 +62,7 @@ func start(t *testing.T, env map[string]string) *server {
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
 	b, _ := os.ReadFile(cfgPath)
 	cfg := strings.Replace(string(b), "    baseUrl: http://127.0.0.1:4000/v1\n", "    baseUrl: "+srv.URL+"\n    apiKey: ${PROVIDER_KEY}\n", 1)
-	cfg += "mcpServers:\n  docs:\n    transport: http\n    url: https://user:pw@mcp.example.com/v1?key=q\n    headers: {Authorization: Bearer mcp-header-secret}\n"
+	cfg += "mcpServers:\n  docs:\n    transport: http\n    url: https://user:pw@mcp.example.com/v1?key=q\n    headers: {Authorization: Bearer mcp-header-secret}\n" + moreMCP
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -83,29 +89,13 @@ func start(t *testing.T, env map[string]string) *server {
 
 func (s *server) do(method, path, auth, body string) (int, map[string]any) {
 	s.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, s.app.URL+path, rd)
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	code, _, raw := s.raw(method, path, auth, body)
 	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
+	_ = json.Unmarshal([]byte(raw), &m)
 	if m == nil {
-		m = map[string]any{"_raw": string(raw)}
+		m = map[string]any{"_raw": raw}
 	}
-	return resp.StatusCode, m
+	return code, m
 }
 
 func TestStartPublishesEndpointAndStaysStopped(t *testing.T) {

@@ -12,8 +12,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/saivage/config"
@@ -31,6 +33,10 @@ type Server struct {
 	tickets *tickets
 	log     *slog.Logger
 	mux     *http.ServeMux
+	restart func()
+	redact  func(string) string
+	// gc admits one work collection at a time.
+	gc sync.Mutex
 }
 
 // ServerOptions configures a Server.
@@ -41,54 +47,88 @@ type ServerOptions struct {
 	// Hub carries live hints (one is created when nil).
 	Hub    *SyncHub
 	Logger *slog.Logger
+	// Restart is called after a confirmed POST /api/runtime/restart-server
+	// has been answered; nil makes the route answer 409.
+	Restart func()
 }
 
 // NewServer builds the routes.
 func NewServer(opts ServerOptions) *Server {
-	s := &Server{rt: opts.Runtime, token: opts.Token, hub: opts.Hub, log: opts.Logger, tickets: newTickets()}
+	s := &Server{rt: opts.Runtime, token: opts.Token, hub: opts.Hub, log: opts.Logger, tickets: newTickets(), restart: opts.Restart}
+	if s.rt != nil {
+		s.redact = s.rt.Redact
+	}
 	if s.hub == nil {
 		s.hub = NewSyncHub(0)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	api := http.NewServeMux()
-	route := func(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-		api.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.fail(w, r, err)
-			}
-		})
+	handlers := map[string]func(w http.ResponseWriter, r *http.Request) error{
+		"state.get":                   s.getState,
+		"runtime.status":              s.getStatus,
+		"runtime.run":                 s.control("run"),
+		"runtime.pause":               s.control("pause"),
+		"runtime.resume":              s.control("resume"),
+		"runtime.stop":                s.control("stop"),
+		"runtime.contentPolicy":       s.getContentPolicy,
+		"runtime.gcWork":              s.postGCWork,
+		"runtime.restartServer":       s.postRestart,
+		"cards.get":                   s.getCard,
+		"cards.children":              s.getChildren,
+		"cards.records":               s.getRecords,
+		"cards.record":                s.getRecord,
+		"cards.recordHistory":         s.getRecordHistory,
+		"cards.recordVersion":         s.getRecordVersion,
+		"cards.recordDiff":            s.getRecordDiff,
+		"cards.history":               s.getCardHistory,
+		"cards.version":               s.getCardVersion,
+		"cards.diff":                  s.getCardDiff,
+		"cards.agentSessions":         s.getCardSessions,
+		"executions.list":             s.getExecutions,
+		"executions.get":              s.getExecution,
+		"executions.file":             s.getExecutionFile(false),
+		"executions.download":         s.getExecutionFile(true),
+		"agents.list":                 s.getAgents,
+		"agents.get":                  s.getAgent,
+		"agents.conversation":         s.getConversation,
+		"agents.conversationVersions": s.getConversationVersions,
+		"agents.conversationVersion":  s.getConversationVersion,
+		"agents.llmExchange":          s.getExchange,
+		"agents.currentInstructions":  s.getInstructions,
+		"agents.conversationImage":    s.getConversationImage,
+		"workflows.presentation":      s.getPresentation,
+		"events.list":                 s.getEvents,
+		"processes.list":              s.getProcesses,
+		"config.get":                  s.getConfig,
+		"providers.list":              s.getProviders,
+		"controlActions.list":         s.getControlActions,
+		"externalToolCalls.list":      s.getExternalCalls,
+		"files.list":                  s.getFiles,
+		"files.content":               s.getFileContent,
+		"files.image":                 s.getFileImage,
+		"mcp.tools":                   s.getMCPTools,
+		"mcp.start":                   s.mcpControl("start"),
+		"mcp.stop":                    s.mcpControl("stop"),
+		"mcp.restart":                 s.mcpControl("restart"),
+		"chat.get":                    s.getChat,
+		"chat.post":                   s.postChat,
+		"auth.wsTicket":               s.postTicket,
+		"debug.doctor":                s.getDoctor,
+		"debug.errors":                s.getErrors,
+		"debug.graphs":                s.getGraphs,
 	}
-	route("GET /api/state", s.getState)
-	route("GET /api/runtime/status", s.getStatus)
-	route("POST /api/runtime/run", s.control("run"))
-	route("POST /api/runtime/pause", s.control("pause"))
-	route("POST /api/runtime/resume", s.control("resume"))
-	route("POST /api/runtime/stop-project", s.control("stop"))
-	route("GET /api/cards/{id}", s.getCard)
-	route("GET /api/cards/{id}/children", s.getChildren)
-	route("GET /api/cards/{id}/records", s.getRecords)
-	route("GET /api/cards/{id}/records/{name}", s.getRecord)
-	route("GET /api/cards/{id}/records/{name}/history", s.getRecordHistory)
-	route("GET /api/cards/{id}/records/{name}/versions/{version}", s.getRecordVersion)
-	route("GET /api/cards/{id}/records/{name}/diff", s.getRecordDiff)
-	route("GET /api/cards/{id}/history", s.getCardHistory)
-	route("GET /api/cards/{id}/history/{version}", s.getCardVersion)
-	route("GET /api/cards/{id}/diff", s.getCardDiff)
-	route("GET /api/cards/{id}/agent-sessions", s.getCardSessions)
-	route("GET /api/agents", s.getAgents)
-	route("GET /api/agents/{id}", s.getAgent)
-	route("GET /api/agents/{id}/conversation", s.getConversation)
-	route("GET /api/agents/{id}/conversation/versions", s.getConversationVersions)
-	route("GET /api/agents/{id}/conversation/versions/{version}", s.getConversationVersion)
-	route("GET /api/agents/{id}/llm-exchange", s.getExchange)
-	route("GET /api/events", s.getEvents)
-	route("GET /api/processes", s.getProcesses)
-	route("GET /api/config", s.getConfig)
-	route("GET /api/chat", s.getChat)
-	route("POST /api/chat", s.postChat)
-	route("POST /api/auth/ws-ticket", s.postTicket)
+	api := http.NewServeMux()
+	for _, op := range Operations {
+		if op.Public {
+			continue
+		}
+		h, ok := handlers[op.Name]
+		if !ok {
+			panic("operator: no handler for operation " + op.Name) // a build defect, caught by every test
+		}
+		api.HandleFunc(op.pattern(), s.contract(op, h))
+	}
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", "no route "+r.Method+" "+r.URL.Path)
 	})
@@ -98,9 +138,7 @@ func NewServer(opts ServerOptions) *Server {
 	root.HandleFunc("GET /health/ready", s.getReady)
 	root.HandleFunc("GET /api/live", s.live)
 	root.Handle("/api/", s.auth(api))
-	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "NotFound", "no route "+r.Method+" "+r.URL.Path)
-	})
+	root.Handle("/", newCockpit())
 	s.mux = root
 	return s
 }
@@ -142,14 +180,55 @@ func badRequest(code, msg string) error { return &apiError{http.StatusBadRequest
 func notFound(msg string) error         { return &apiError{http.StatusNotFound, "NotFound", msg} }
 func conflict(code, msg string) error   { return &apiError{http.StatusConflict, code, msg} }
 
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+// internalMessage is the fixed, safe body of every 500: details go to the
+// server log only.
+const internalMessage = "the request failed; the server log has the details"
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, op string, err error) {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		writeError(w, ae.status, ae.code, s.rt.Redact(ae.msg))
+		writeError(w, ae.status, ae.code, s.redact(ae.msg))
 		return
 	}
-	s.log.Error("operator request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusInternalServerError, "Internal", "the request failed: "+s.rt.Redact(err.Error()))
+	// The path is logged without its query (tickets never reach a log).
+	s.log.Error("operator request failed", "operation", op, "phase", "handler", "method", r.Method, "path", r.URL.Path, "err", s.redact(err.Error()))
+	writeError(w, http.StatusInternalServerError, "Internal", internalMessage)
+}
+
+// contract runs a handler under its registry entry: request admission
+// (query keys, body) after authentication, then the handler into a
+// buffer; a status the operation does not declare becomes the fixed 500.
+func (s *Server) contract(op Operation, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		buf := &buffered{header: http.Header{}}
+		err := admitRequest(op, r)
+		if err == nil {
+			err = h(buf, r)
+		}
+		if err != nil {
+			buf = &buffered{header: http.Header{}}
+			s.fail(buf, r, op.Name, err)
+		}
+		if buf.status == 0 {
+			buf.status = http.StatusOK
+		}
+		if !slices.Contains(op.Statuses, buf.status) {
+			s.log.Error("operator response has an undeclared status", "operation", op.Name, "phase", "contract", "status", buf.status, "path", r.URL.Path)
+			writeError(w, http.StatusInternalServerError, "Internal", internalMessage)
+			return
+		}
+		for k, v := range buf.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(buf.status)
+		_, _ = w.Write(buf.body.Bytes())
+		if buf.after != nil {
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			buf.after()
+		}
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

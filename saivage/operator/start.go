@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/saivage/config"
@@ -53,6 +54,8 @@ type App struct {
 	http        *http.Server
 	served      chan error
 	pub         *state.Publisher
+	restart     chan struct{}
+	restartOnce sync.Once
 }
 
 // Start takes the project lock, admits the state, settles interrupted
@@ -80,7 +83,7 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	app := &App{lock: lk, pub: opts.Publisher}
+	app := &App{lock: lk, pub: opts.Publisher, restart: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			app.shutdown(context.WithoutCancel(ctx))
@@ -114,7 +117,8 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	app.Server = NewServer(ServerOptions{Runtime: rt, Token: token, Hub: hub, Logger: opts.Logger})
+	app.Server = NewServer(ServerOptions{Runtime: rt, Token: token, Hub: hub, Logger: opts.Logger,
+		Restart: func() { app.restartOnce.Do(func() { close(app.restart) }) }})
 	ln, err := net.Listen("tcp", net.JoinHostPort(listen.Host, strconv.Itoa(listen.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d (%s/%s): %w", listen.Host, listen.Port, listen.HostSource, listen.PortSource, err)
@@ -129,6 +133,10 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	_ = rt.LogEvent("server_started", map[string]any{"url": app.URL, "pid": os.Getpid()})
 	return app, nil
 }
+
+// RestartRequested is closed once a confirmed restart has been answered;
+// the owner closes the app and exits with RestartExitCode.
+func (a *App) RestartRequested() <-chan struct{} { return a.restart }
 
 // Done reports the HTTP server ending on its own.
 func (a *App) Done() <-chan error { return a.served }

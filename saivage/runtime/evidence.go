@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/state"
 	"github.com/agentstack/agentstack/saivage/tools"
+	"github.com/agentstack/agentstack/saivage/workflow"
 )
 
 // ErrUnknownSession is returned for a session id that names no configured
@@ -167,4 +169,70 @@ func (e evidence) SessionRows(ctx context.Context, id string) ([]conversations.R
 	}
 	cur, err := e.rt.p.Sessions.LoadCurrent(info.Dir, info.ID, state.TailIgnore)
 	return cur.Rows, err
+}
+
+// ErrorEvents returns the app log events read_runtime_errors reports:
+// blocked nodes, content-policy refusals, recoveries, failed Runs and
+// cards that did not finish done. Informational control actions are not
+// errors.
+func (rt *Runtime) ErrorEvents(ctx context.Context) ([]project.Event, error) {
+	return evidence{rt}.Events(ctx, tools.EventFilter{Errors: true})
+}
+
+// Instruction is one static prompt binding that applies to a session.
+type Instruction struct {
+	// Binding says where the text is bound: agent, node, correction or
+	// transition.
+	Binding string `json:"binding"`
+	// Node is the workflow node ("" for the agent's own prompt).
+	Node string `json:"node,omitempty"`
+	// From is the state a transition prompt leaves.
+	From      string `json:"from,omitempty"`
+	Reference string `json:"reference"`
+	Text      string `json:"text"`
+}
+
+// Instructions renders every loaded static prompt binding of a session:
+// the agent's prompt and, for a card session, the prompts of the card
+// type's nodes the agent executes (node, correction and the transition
+// prompts that enter them). It reads no conversation, evidence or disk and
+// calls no provider.
+func (rt *Runtime) Instructions(ctx context.Context, info SessionInfo) ([]Instruction, error) {
+	out := []Instruction{}
+	add := func(binding, node, from string, p *workflow.Prompt) {
+		if p != nil && strings.TrimSpace(p.Text) != "" {
+			out = append(out, Instruction{Binding: binding, Node: node, From: from, Reference: p.Reference, Text: rt.redact(p.Text)})
+		}
+	}
+	if ag, ok := rt.p.Workflows.Agent(info.Agent); ok {
+		add("agent", "", "", ag.Prompt)
+	}
+	if info.Card == "" {
+		return out, nil
+	}
+	c, err := rt.p.Cards.Get(ctx, info.Card)
+	if err != nil {
+		return nil, err
+	}
+	tbl, ok := rt.p.Workflows.Table(c.Type)
+	if !ok {
+		return out, nil
+	}
+	mine := map[string]bool{}
+	for _, n := range tbl.NodeNames() {
+		nd, _ := tbl.Node(n)
+		if nd.Agent == info.Agent {
+			mine["node:"+n] = true
+			add("node", n, "", nd.Prompt)
+			add("correction", n, "", nd.CorrectionPrompt)
+		}
+	}
+	for _, st := range tbl.States() {
+		for _, tr := range st.Transitions {
+			if mine[tr.Target] {
+				add("transition", strings.TrimPrefix(tr.Target, "node:"), st.ID, tr.Prompt)
+			}
+		}
+	}
+	return out, nil
 }

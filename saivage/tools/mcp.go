@@ -244,7 +244,22 @@ func mcpCallTool(env *Env) agent.Tool {
 			if env.MCP == nil {
 				return failf("no MCP servers are configured"), nil
 			}
+			started := time.Now()
 			res, err := env.MCP.Call(ctx, a.Server, a.Tool, a.Arguments)
+			// A body-free receipt of the settled external call: no arguments
+			// and no result, only who called what and how it ended.
+			receipt := map[string]any{"server": a.Server, "tool": a.Tool, "agent": env.Caller.Agent,
+				"duration_ms": time.Since(started).Milliseconds(), "outcome": "ok"}
+			if env.Caller.Card != "" {
+				receipt["card"] = env.Caller.Card
+			}
+			switch {
+			case err != nil && ctx.Err() != nil:
+				receipt["outcome"] = "cancelled"
+			case err != nil || res.IsError:
+				receipt["outcome"] = "error"
+			}
+			env.logEvent("external_tool_call", receipt)
 			if err != nil {
 				if ctx.Err() != nil {
 					return agent.ToolResult{}, err
