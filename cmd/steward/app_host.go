@@ -144,6 +144,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		System: func(ctx context.Context) host.SystemInfo {
 			info := systemInfo(ctx, d.gatewayURL, bridge)
 			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
+			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
 			return info
 		},
 		Chats: host.ManagerOptions{

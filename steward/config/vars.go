@@ -49,6 +49,7 @@ var Vars = []Var{
 	{Name: "DOCUMENT_ARCHIVE_MAX_BYTES", Default: "67108864", Purpose: "Declared Office ZIP expansion limit, at most 256 MiB."},
 	{Name: "DOCUMENT_CACHE_MAX_BYTES", Default: "67108864", Purpose: "Extracted document cache budget, at most 256 MiB."},
 	{Name: "DOCUMENT_WORKER_HEAP_MB", Default: "256", Purpose: "Soft heap limit of the document extraction worker, 32–4096."},
+	{Name: "DOCUMENT_PDF_EXTRACTOR", Default: "auto", Purpose: "PDF text: auto (pdftotext when installed, else built-in), pdftotext (required) or go (built-in only)."},
 	{Name: "DOCUMENT_EMBED_ENDPOINT", Default: "gateway", Purpose: "Document embedding endpoint; off disables semantic search."},
 	{Name: "DOCUMENT_EMBED_MODEL", Default: "local-embed", Purpose: "Document embedding model."},
 	{Name: "DOCUMENT_EMBED_API_KEY", Purpose: "Key for a separate document embedding endpoint.", Secret: true},

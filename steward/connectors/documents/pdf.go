@@ -36,13 +36,15 @@ func extractPDF(ctx context.Context, r io.ReaderAt, size int64, out *textOut) (e
 			return ctx.Err()
 		}
 		msg := err.Error()
-		if errors.Is(err, pdf.ErrInvalidPassword) || strings.Contains(strings.ToLower(msg), "encrypt") {
-			return errorf(CodeEncrypted, "the PDF is encrypted; remove the password protection and try again")
+		if errors.Is(err, pdf.ErrInvalidPassword) {
+			return errorf(CodePasswordRequired, "the PDF is protected by a password; Steward cannot open it without one")
+		}
+		if strings.Contains(strings.ToLower(msg), "encrypt") {
+			// An empty user password opens RC4 and AES-128 files here;
+			// AES-256 (revision 5 and 6) needs pdftotext.
+			return errorf(CodeEncrypted, "the PDF is encrypted in a way the built-in extractor cannot read (%s); install pdftotext (poppler-utils) to read it", msg)
 		}
 		return errorf(CodeMalformed, "cannot read the PDF: %s", msg)
-	}
-	if !rd.Trailer().Key("Encrypt").IsNull() {
-		return errorf(CodeEncrypted, "the PDF is encrypted; remove the password protection and try again")
 	}
 	n := rd.NumPage()
 	if n == 0 {

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -77,6 +78,11 @@ func OptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, err
 		},
 		CacheMaxBytes: cfg.Clamp("DOCUMENT_CACHE_MAX_BYTES", DefaultCacheMaxBytes, 1, MaxCacheMaxBytes),
 	}
+	bin, _, err := ResolvePDFExtractor(cfg.String("DOCUMENT_PDF_EXTRACTOR", PDFExtractorAuto), exec.LookPath)
+	if err != nil {
+		return opts, err
+	}
+	opts.Limits.PDFToText = bin
 	emb, id, err := embedderFromConfig(cfg)
 	if err != nil {
 		return opts, err
