@@ -251,6 +251,8 @@ type HeadingInfo struct {
 
 // InfoResult is document_info's answer: metadata and outline, no body.
 type InfoResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind       string        `json:"kind"`
 	Name       string        `json:"name"`
 	Path       string        `json:"path"`
 	Format     Format        `json:"format"`

@@ -58,6 +58,8 @@ type Query struct {
 
 // Summary is one search result.
 type Summary struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string `json:"kind"`
 	ID       string `json:"id"`
 	Subject  string `json:"subject"`
 	Sender   string `json:"sender"`
@@ -93,6 +95,8 @@ type Page struct {
 
 // Result is a search answer: { messages, page }.
 type Result struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string    `json:"kind"`
 	Messages []Summary `json:"messages"`
 	Page     Page      `json:"page"`
 }

@@ -106,6 +106,10 @@ func (h *handlers) search(ctx context.Context, _ *mcp.CallToolRequest, q search.
 	if err != nil {
 		return nil, nil, toolErr(err)
 	}
+	r.Kind = "search_results"
+	for i := range r.Messages {
+		r.Messages[i].Kind = "email"
+	}
 	return nil, r, nil
 }
 
@@ -114,6 +118,7 @@ func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, req search.
 	if err != nil {
 		return nil, nil, toolErr(err)
 	}
+	v.Kind = "email"
 	return nil, v, nil
 }
 
