@@ -42,7 +42,8 @@ func (h *harness) connectorCards() map[string]any {
 		Date: "2026-11-29T09:30:00Z", Account: "work", Mailbox: "INBOX", Snippet: "Your invoice is attached.", ThreadID: "7",
 		MailURL: "message://%3Cinvoice%40example.org%3E"}
 	return map[string]any{
-		"mcp__mail__search_mail": &mailsearch.Result{Kind: "search_results", Messages: []mailsearch.Summary{email},
+		// Served as "mail2" because the harness's own mcp__mail__search_mail is taken.
+		"mcp__mail2__search_mail": &mailsearch.Result{Kind: "search_results", Messages: []mailsearch.Summary{email},
 			Page: mailsearch.Page{Limit: 8, Returned: 1, Total: 1, Mode: "browse"}},
 		"mcp__mail__read_message": &mailsearch.MessageView{Kind: "email", ID: "42", Subject: "Invoice for November", Sender: "Billing <billing@example.org>",
 			To: "me@example.org", Date: "2026-11-29T09:30:00Z", Account: "work", Mailbox: "INBOX", Body: "Dear customer, your invoice is attached.",
@@ -102,8 +103,13 @@ func TestBrowserConnectorCards(t *testing.T) {
 	b.do(chromedp.Navigate(h.url()))
 	b.wait(`document.documentElement.dataset.ready === '1'`)
 	b.send("show cards")
-	// The unknown server's tool waits for approval, as any tool policy does not know.
-	b.click(card(b.pendingApproval()), "Approve")
+	// The two unknown servers' tools (mail2, other) wait for approval, as
+	// any tool the policy does not know.
+	for range 2 {
+		id := b.pendingApproval()
+		b.click(card(id), "Approve")
+		b.wait(fmt.Sprintf(`document.querySelector(%s).dataset.state === 'resolved'`, js(card(id))))
+	}
 	b.lastAssistant("Done:")
 	b.wait(`document.querySelectorAll('.tool-card[data-status="done"]').length === 9`)
 
@@ -111,7 +117,7 @@ func TestBrowserConnectorCards(t *testing.T) {
 		return fmt.Sprintf(`[...document.querySelectorAll('.tool-card')].find((c) => c.querySelector('.tool-name').textContent === %s)`, js(tool))
 	}
 	kinds := map[string]string{
-		"mcp__mail__search_mail": "search_results", "mcp__mail__read_message": "email", "mcp__calendar__search_events": "search_results",
+		"mcp__mail2__search_mail": "search_results", "mcp__mail__read_message": "email", "mcp__calendar__search_events": "search_results",
 		"mcp__calendar__read_event": "event", "mcp__shell__find_files": "search_results", "mcp__documents__document_info": "file",
 		"mcp__contacts__search_contacts": "search_results", "mcp__trains__find_next_train": "train",
 	}
@@ -122,7 +128,7 @@ func TestBrowserConnectorCards(t *testing.T) {
 	}
 
 	// Mail: the message opens in Mail through its message:// link.
-	for _, tool := range []string{"mcp__mail__search_mail", "mcp__mail__read_message"} {
+	for _, tool := range []string{"mcp__mail2__search_mail", "mcp__mail__read_message"} {
 		if href := eval[string](b, cardOf(tool)+`.querySelector('a.card-action')?.getAttribute('href') || ''`); href != "message://%3Cinvoice%40example.org%3E" {
 			t.Errorf("%s: open-in-Mail link %q", tool, href)
 		}
