@@ -79,6 +79,9 @@ type Limits struct {
 	// PDFToText is the pdftotext binary that reads PDFs (see
 	// ResolvePDFExtractor); "" uses the built-in extractor.
 	PDFToText string `json:",omitempty"`
+	// pdfNoFallback makes a pdftotext failure an error (errPopplerFailed)
+	// instead of a fallback, so the caller can run the fallback elsewhere.
+	pdfNoFallback bool
 }
 
 const maxHeadings = 50

@@ -104,12 +104,16 @@ func extractPDFPoppler(ctx context.Context, bin, path string, lim Limits, out *t
 func extractPDFFile(ctx context.Context, f *os.File, path string, size int64, lim Limits, out *textOut) error {
 	if lim.PDFToText != "" {
 		err := extractPDFPoppler(ctx, lim.PDFToText, path, lim, out)
-		if !errors.Is(err, errPopplerFailed) {
+		if !errors.Is(err, errPopplerFailed) || lim.pdfNoFallback {
 			return err
 		}
-		out.warn(fmt.Sprintf("pdftotext could not read the file (%v); read with the built-in extractor", trimErr(err)))
+		out.warn(popplerFallbackNote(err))
 	}
 	return extractPDF(ctx, &ctxReaderAt{ctx: ctx, r: f}, size, out)
+}
+
+func popplerFallbackNote(err error) string {
+	return fmt.Sprintf("pdftotext could not read the file (%v); read with the built-in extractor", trimErr(err))
 }
 
 func trimErr(err error) string {

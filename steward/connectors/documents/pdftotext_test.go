@@ -113,3 +113,24 @@ func TestPdftotextLimitsAndFallback(t *testing.T) {
 		t.Fatalf("budget: %+v %v", d, err)
 	}
 }
+
+// TestServiceRunsPdftotextWithoutWorker: with pdftotext the PDF is read
+// without starting a worker (here a worker that always fails), and only a
+// pdftotext failure sends it to the worker.
+func TestServiceRunsPdftotextWithoutWorker(t *testing.T) {
+	bin := pdftotextOrSkip(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.pdf")
+	os.WriteFile(p, generatePDF([]string{"alpha page", "beta page"}, pdfOptions{}), 0o600)
+	svc := New(Options{WorkerCommand: []string{"/bin/false"}, Limits: Limits{PDFToText: bin}})
+	info, err := svc.Info(context.Background(), p)
+	if err != nil || info.Pages != 2 {
+		t.Fatalf("pdftotext without a worker: %+v %v", info, err)
+	}
+	q := filepath.Join(dir, "b.pdf")
+	os.WriteFile(q, generatePDF([]string{"gamma"}, pdfOptions{}), 0o600)
+	svc = New(Options{WorkerCommand: []string{"/bin/false"}, Limits: Limits{PDFToText: fakePdftotext(t, `exit 1`)}})
+	if _, err := svc.Info(context.Background(), q); err == nil || !strings.Contains(err.Error(), "worker") {
+		t.Fatalf("a pdftotext failure should go to the worker (which fails here): %v", err)
+	}
+}

@@ -175,7 +175,7 @@ func (s *Service) open(ctx context.Context, path string) (*document, error) {
 	start := time.Now()
 	var ex *Extracted
 	if len(s.opts.WorkerCommand) > 0 {
-		ex, err = processExtract(ectx, s.opts.WorkerCommand, workerRequest{Path: canon, Format: format, Limits: s.opts.Limits})
+		ex, err = s.workerExtract(ectx, canon, format)
 	} else {
 		ex, err = extractFile(ectx, canon, format, s.opts.Limits)
 	}
@@ -284,4 +284,28 @@ func (s *Service) Info(ctx context.Context, path string) (*InfoResult, error) {
 		r.Headings = append(r.Headings, HeadingInfo{Level: h.Level, Text: h.Text, Page: h.Page, Cursor: d.cursor(h.Page, off)})
 	}
 	return r, nil
+}
+
+// workerExtract runs an extraction in a worker process. A PDF that
+// pdftotext reads skips the worker: pdftotext is itself a separate process
+// under the same deadline, memory and output limits, and starting a worker
+// only to start it would double the process cost. When pdftotext fails the
+// built-in extractor runs in the worker, with a warning.
+func (s *Service) workerExtract(ctx context.Context, canon string, format Format) (*Extracted, error) {
+	lim := s.opts.Limits
+	note := ""
+	if format == FormatPDF && lim.PDFToText != "" {
+		direct := lim
+		direct.pdfNoFallback = true
+		ex, err := extractFile(ctx, canon, format, direct)
+		if !errors.Is(err, errPopplerFailed) {
+			return ex, err
+		}
+		note, lim.PDFToText = popplerFallbackNote(err), ""
+	}
+	ex, err := processExtract(ctx, s.opts.WorkerCommand, workerRequest{Path: canon, Format: format, Limits: lim})
+	if err == nil && note != "" {
+		ex.Warnings = append([]string{note}, ex.Warnings...)
+	}
+	return ex, err
 }
