@@ -142,8 +142,13 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
-		Web:    web.Handler(),
-		System: func(ctx context.Context) host.SystemInfo { return systemInfo(ctx, d.gatewayURL, bridge) },
+		Web: web.Handler(),
+		System: func(ctx context.Context) host.SystemInfo {
+			info := systemInfo(ctx, d.gatewayURL, bridge)
+			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
+			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
+			return info
+		},
 		Chats: host.ManagerOptions{
 			Audit:           auditor,
 			Store:           chatStore,

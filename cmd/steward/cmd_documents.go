@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/connectors/documents"
+	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/pathguard"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,6 +32,19 @@ func documentWorkerCommand() ([]string, error) {
 		return nil, fmt.Errorf("find the steward executable for the extraction worker: %w", err)
 	}
 	return []string{exe, "documents", "extract", "--worker"}, nil
+}
+
+// documentsPDFStatus tells the System page which PDF extractor the
+// documents connector uses (DOCUMENT_PDF_EXTRACTOR).
+func documentsPDFStatus(cfg *config.Config) host.ServiceStatus {
+	_, desc, err := documents.ResolvePDFExtractor(cfg.String("DOCUMENT_PDF_EXTRACTOR", documents.PDFExtractorAuto), exec.LookPath)
+	switch {
+	case err != nil:
+		return host.ServiceStatus{Name: "documents: PDF text", State: host.StateError, Detail: err.Error()}
+	case strings.Contains(desc, "not installed"):
+		return host.ServiceStatus{Name: "documents: PDF text", State: host.StateWarning, Detail: desc}
+	}
+	return host.ServiceStatus{Name: "documents: PDF text", State: host.StateOK, Detail: desc}
 }
 
 func newDocumentService(env *cliEnv) (*documents.Service, error) {
@@ -139,7 +154,15 @@ func init() {
 					return err
 				}
 			}
-			report, err := documents.RunBenchmark(ctx, documents.BenchOptions{WorkerCommand: worker, Samples: *samples, Progress: env.Stderr})
+			cfg, err := env.Config()
+			if err != nil {
+				return err
+			}
+			pdfBin, _, err := documents.ResolvePDFExtractor(cfg.String("DOCUMENT_PDF_EXTRACTOR", documents.PDFExtractorAuto), exec.LookPath)
+			if err != nil {
+				return err
+			}
+			report, err := documents.RunBenchmark(ctx, documents.BenchOptions{WorkerCommand: worker, Samples: *samples, Progress: env.Stderr, PDFToText: pdfBin})
 			if err != nil {
 				return err
 			}

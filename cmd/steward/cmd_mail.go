@@ -12,11 +12,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/bench"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
 	"github.com/agentstack/agentstack/steward/connectors/mail/server"
+	"github.com/agentstack/agentstack/steward/host"
 )
 
 // mailJobs are the `steward mail JOB` subcommands.
@@ -81,7 +84,32 @@ func openMirror(ctx context.Context, env *cliEnv) (*mail.Settings, *mirror.Store
 
 func mirrorFor(ctx context.Context, env *cliEnv, s *mail.Settings) (*mirror.Store, error) {
 	return mirror.Open(ctx, mirror.Options{DBPath: s.DBPath, BlobDir: s.BlobDir, Accounts: s.Config.Accounts,
-		EmbedMaxChars: s.EmbedMaxChars, Log: env.Log})
+		EmbedMaxChars: s.EmbedMaxChars, Log: env.Log, Classifier: s.Classifier(), ClassifyModel: s.ClassifyModel})
+}
+
+// mailRoleStatus is the System page's note about mailboxes left without a
+// role because MAIL_CLASSIFY_ENDPOINT is off; nothing when there are none.
+func mailRoleStatus(ctx context.Context, cfg *config.Config) []host.ServiceStatus {
+	s, err := mail.LoadSettings(cfg, mail.UserHome())
+	if err != nil || s.ClassifyOff == "" {
+		return nil
+	}
+	if _, err := os.Stat(s.DBPath); err != nil {
+		return nil
+	}
+	db, err := sqlitedb.Open(ctx, s.DBPath, sqlitedb.Options{ReadOnly: true})
+	if err != nil {
+		return []host.ServiceStatus{{Name: "mail roles", State: host.StateUnknown, Detail: "mail mirror unreadable: " + err.Error()}}
+	}
+	defer db.Close()
+	names, err := mirror.UnclassifiedMailboxes(ctx, db)
+	if err != nil {
+		return []host.ServiceStatus{{Name: "mail roles", State: host.StateUnknown, Detail: err.Error()}}
+	}
+	if note := mail.RoleNote(s.ClassifyOff, names); note != "" {
+		return []host.ServiceStatus{{Name: "mail roles", State: host.StateWarning, Detail: note}}
+	}
+	return nil
 }
 
 // progressLine rewrites one status line on a terminal and prints plain
@@ -308,6 +336,11 @@ func mailStatus(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(env.Stdout, " (%s, %d dimensions)", st.VectorModel, st.VectorDim)
 	}
 	fmt.Fprintln(env.Stdout)
+	if names, err := mirror.UnclassifiedMailboxes(ctx, store.DB()); err == nil {
+		if note := mail.RoleNote(s.ClassifyOff, names); note != "" {
+			fmt.Fprintln(env.Stdout, "  "+note)
+		}
+	}
 	if len(errs) > 0 {
 		fmt.Fprintf(env.Stdout, "  %d files could not be read; the latest:\n", st.IngestErrors)
 		for _, e := range errs {

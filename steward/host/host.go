@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/steward/pathguard"
 	"github.com/agentstack/agentstack/steward/usage"
 )
 
@@ -86,6 +88,10 @@ func New(opts Options) *Host {
 		}
 		if mo.Usage == nil && opts.Usage != nil {
 			mo.Usage = opts.Usage
+		}
+		if mo.Files == nil {
+			userHome, _ := os.UserHomeDir()
+			mo.Files = &fileOpener{store: mo.Store, guard: pathguard.New(pathguard.Options{Home: userHome, DataDir: opts.Home})}
 		}
 		h.manager = NewManager(mo)
 		h.files = &files{dir: filepath.Join(opts.Home, "uploads"), store: mo.Store}

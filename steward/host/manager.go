@@ -70,6 +70,8 @@ type ManagerOptions struct {
 	Audit           Auditor
 	Usage           ToolRecorder
 	Logger          *slog.Logger
+	// Files registers the files of file cards for opening (set by the host).
+	Files *fileOpener
 }
 
 // ChatManager runs turns: one at a time per chat, each persisted to the

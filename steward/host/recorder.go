@@ -69,9 +69,12 @@ func (r *turnRecorder) on(ev agent.Event) {
 	case agent.ToolResultEvent:
 		cs := r.card(e.CallID, e.Name)
 		c := &cs.card
-		c.Content, c.IsError, c.Data, c.EffectiveArgs = e.Result.Content, e.Result.IsError, e.Result.Data, e.Result.EffectiveArgs
+		c.Content, c.IsError, c.EffectiveArgs = e.Result.Content, e.Result.IsError, e.Result.EffectiveArgs
 		c.DurationMS = ms(e.Duration)
-		c.Kind = dataKind(e.Result.Data)
+		c.Data, c.Kind = richData(e.Result.Data)
+		if c.Kind != "" {
+			c.Data = r.m.opts.Files.addTokens(r.ctx, c.Name, c.Data)
+		}
 		switch {
 		case strings.HasPrefix(e.Result.Content, "NOT DONE"):
 			c.Status = "blocked"

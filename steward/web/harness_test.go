@@ -234,7 +234,7 @@ func (h *harness) tools() []agent.Tool {
 				return run(args), nil
 			}}
 	}
-	return []agent.Tool{
+	return append([]agent.Tool{
 		mk("mcp__mail__search_mail", `{"type":"object","properties":{"query":{"type":"string"}}}`, func(json.RawMessage) agent.ToolResult {
 			// Hostile mail content: it must render as text in the cards.
 			return agent.ToolResult{Content: `1 message: <img src=x onerror="window.__xss='tool'">`,
@@ -246,7 +246,7 @@ func (h *harness) tools() []agent.Tool {
 		}),
 		mk("mcp__mail__send_email", `{"type":"object","required":["to","body"],"properties":{"to":{"type":"string","description":"Recipient address"},"body":{"type":"string"},"cc":{"type":"string"},"priority":{"type":"integer"}}}`,
 			func(json.RawMessage) agent.ToolResult { return agent.ToolResult{Content: "Queued for sending."} }),
-	}
+	}, h.cardTools()...)
 }
 
 // script answers like a model: a tool result gets a short final answer; the
@@ -273,6 +273,8 @@ func (h *harness) script(req llmtest.Request) llmtest.Reply {
 	switch {
 	case strings.Contains(content, "show xss"):
 		return llmtest.Reply{Content: xssAnswer}
+	case strings.Contains(content, "show cards"):
+		return h.cardCalls()
 	case strings.Contains(content, "search mail"):
 		return call("mcp__mail__search_mail", `{"query":"invoice"}`)
 	case strings.Contains(content, "ask me"):

@@ -28,13 +28,28 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 			"With a window (or no query) returns occurrences chronologically, recurring events expanded; a query without dates " +
 			"searches stored events by keyword and meaning. limit defaults to 10 (max 50); use nextOffset for the next page.",
 		Annotations: ro,
-	}, mcptool.Handler(open, (*Service).SearchEvents))
+	}, mcptool.Handler(open, func(svc *Service, ctx context.Context, p SearchParams) (*SearchResult, error) {
+		r, err := svc.SearchEvents(ctx, p)
+		if r != nil {
+			r.Kind = "search_results"
+			for i := range r.Events {
+				r.Events[i].Kind = "event"
+			}
+		}
+		return r, err
+	}))
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "read_event",
 		Description: "Read one event in full (notes, URL, recurrence, alarms, UID aliases) by UID, an earlier UID or ref. " +
 			"For a recurring event pass occurrenceStart to read that occurrence.",
 		Annotations: ro,
-	}, mcptool.Handler(open, (*Service).ReadEvent))
+	}, mcptool.Handler(open, func(svc *Service, ctx context.Context, p ReadParams) (*Event, error) {
+		e, err := svc.ReadEvent(ctx, p)
+		if e != nil {
+			e.Kind = "event"
+		}
+		return e, err
+	}))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "list_calendars",
 		Description: "List the indexed accounts and calendars with their event counts and the time of the last sync.",

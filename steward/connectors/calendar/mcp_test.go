@@ -35,11 +35,12 @@ func TestMCPServerTools(t *testing.T) {
 
 	res, _ := mcptooltest.Call[SearchResult](t, cs, "search_events", map[string]any{
 		"start": "2026-03-30T00:00:00+02:00", "end": "2026-04-02T00:00:00+02:00", "account": "iCloud"})
-	if got := titles(&res); !slices.Equal(got, []string{"Standup (moved)", "Standup"}) || res.Events[1].OccurrenceStart != "2026-04-01T09:30:00+02:00" {
+	if got := titles(&res); !slices.Equal(got, []string{"Standup (moved)", "Standup"}) || res.Events[1].OccurrenceStart != "2026-04-01T09:30:00+02:00" ||
+		res.Kind != "search_results" || res.Events[0].Kind != "event" {
 		t.Errorf("search_events over MCP: %v %+v", got, res.Events)
 	}
 	ev, _ := mcptooltest.Call[Event](t, cs, "read_event", map[string]any{"uid": "standup@x", "occurrenceStart": res.Events[1].OccurrenceStart})
-	if ev.Title != "Standup" || ev.Start != "2026-04-01T09:30:00+02:00" || ev.Location != "Room 4" {
+	if ev.Kind != "event" || ev.Title != "Standup" || ev.Start != "2026-04-01T09:30:00+02:00" || ev.Location != "Room 4" {
 		t.Errorf("read_event over MCP: %+v", ev)
 	}
 	list, _ := mcptooltest.Call[CalendarList](t, cs, "list_calendars", map[string]any{})

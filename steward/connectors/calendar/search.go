@@ -78,6 +78,8 @@ type SearchParams struct {
 // EventSummary is one compact search result; recurring events appear once
 // per occurrence with OccurrenceStart set.
 type EventSummary struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind            string  `json:"kind"`
 	UID             string  `json:"uid"`
 	Ref             string  `json:"ref"`
 	Title           string  `json:"title"`
@@ -98,6 +100,8 @@ type EventSummary struct {
 
 // SearchResult is one page of search_events.
 type SearchResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind string `json:"kind"`
 	// Mode is "window" (occurrences in a time range) or "entity" (stored
 	// events ranked by relevance, no window).
 	Mode        string         `json:"mode"`

@@ -27,7 +27,16 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 		Description: "Find contacts by name, organization, role, email, phone or any remembered detail (keyword and meaning). " +
 			"Returns compact entries with labelled emails and phones; limit defaults to 10 (max 50), use nextOffset for more.",
 		Annotations: ro,
-	}, mcptool.Handler(open, (*Service).SearchContacts))
+	}, mcptool.Handler(open, func(svc *Service, ctx context.Context, p SearchParams) (*SearchResult, error) {
+		r, err := svc.SearchContacts(ctx, p)
+		if r != nil {
+			r.Kind = "search_results"
+			for i := range r.Contacts {
+				r.Contacts[i].Kind = "contact"
+			}
+		}
+		return r, err
+	}))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "read_contact",
 		Description: "Read one contact in full (all emails, phones, addresses, notes and the sources it was merged from) by uid, native person id or email.",

@@ -33,7 +33,7 @@ func TestMCPServerTools(t *testing.T) {
 		t.Errorf("resolve_recipient over MCP: %+v", r)
 	}
 	s, _ := mcptooltest.Call[SearchResult](t, cs, "search_contacts", map[string]any{"query": "verdi"})
-	if len(s.Contacts) != 1 || s.Contacts[0].Sources != 3 {
+	if s.Kind != "search_results" || len(s.Contacts) != 1 || s.Contacts[0].Kind != "contact" || s.Contacts[0].Sources != 3 {
 		t.Errorf("search_contacts over MCP: %+v", s)
 	}
 	p, _ := mcptooltest.Call[Person](t, cs, "read_contact", map[string]any{"uid": s.Contacts[0].UID})

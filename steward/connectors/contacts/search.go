@@ -43,6 +43,8 @@ type SearchParams struct {
 
 // ContactSummary is one compact search result.
 type ContactSummary struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind         string    `json:"kind"`
 	UID          string    `json:"uid"`
 	Name         string    `json:"name"`
 	Organization string    `json:"organization,omitempty"`
@@ -55,6 +57,8 @@ type ContactSummary struct {
 
 // SearchResult is one page of search_contacts.
 type SearchResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind       string           `json:"kind"`
 	Ranking    string           `json:"ranking"` // alphabetical, lexical or hybrid
 	Total      int              `json:"total"`
 	Offset     int              `json:"offset"`

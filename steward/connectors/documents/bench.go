@@ -24,6 +24,9 @@ type BenchOptions struct {
 	Samples int
 	// Progress receives one line per case; nil discards.
 	Progress io.Writer
+	// PDFToText is the pdftotext binary the PDF cases use, as
+	// DOCUMENT_PDF_EXTRACTOR resolves it; "" measures the built-in extractor.
+	PDFToText string
 }
 
 // BenchCase is one measured operation.
@@ -59,17 +62,19 @@ type BenchTarget struct {
 
 // BenchReport is the JSON report of `steward bench documents`.
 type BenchReport struct {
-	Suite     string        `json:"suite"`
-	Date      string        `json:"date"`
-	GOOS      string        `json:"goos"`
-	GOARCH    string        `json:"goarch"`
-	CPUs      int           `json:"cpus"`
-	Worker    string        `json:"worker"`
-	Samples   int           `json:"samples"`
-	Cases     []BenchCase   `json:"cases"`
-	Targets   []BenchTarget `json:"targets"`
-	Inputs    []string      `json:"inputs"`
-	Procedure string        `json:"procedure"`
+	Suite  string `json:"suite"`
+	Date   string `json:"date"`
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	CPUs   int    `json:"cpus"`
+	Worker string `json:"worker"`
+	// PDFExtractor says which extractor the PDF cases measured.
+	PDFExtractor string        `json:"pdfExtractor"`
+	Samples      int           `json:"samples"`
+	Cases        []BenchCase   `json:"cases"`
+	Targets      []BenchTarget `json:"targets"`
+	Inputs       []string      `json:"inputs"`
+	Procedure    string        `json:"procedure"`
 }
 
 var specFigures = map[string]SpecFigures{
@@ -170,7 +175,11 @@ func RunBenchmark(ctx context.Context, opts BenchOptions) (*BenchReport, error) 
 		report.Inputs = append(report.Inputs, fmt.Sprintf("%s: %d bytes", name, len(data)))
 	}
 	slices.Sort(report.Inputs)
-	svc := New(Options{WorkerCommand: opts.WorkerCommand, Timeout: time.Minute})
+	svc := New(Options{WorkerCommand: opts.WorkerCommand, Timeout: time.Minute, Limits: Limits{PDFToText: opts.PDFToText}})
+	report.PDFExtractor = "built-in pure Go"
+	if opts.PDFToText != "" {
+		report.PDFExtractor = "pdftotext " + opts.PDFToText
+	}
 
 	measure := func(name string, op func() (int, error)) (*BenchCase, error) {
 		c := BenchCase{Name: name}

@@ -17,6 +17,7 @@ const (
 	CodeTimeout           = "extraction_timeout"
 	CodeNoText            = "no_extractable_text"
 	CodeEncrypted         = "encrypted_document"
+	CodePasswordRequired  = "password_required"
 	CodeArchiveLimit      = "archive_limit_exceeded"
 	CodeMalformed         = "malformed_document"
 	CodeChanged           = "file_changed_during_extraction"

@@ -76,6 +76,12 @@ type Limits struct {
 	// WorkerHeapBytes is the extraction worker's soft heap limit
 	// (DOCUMENT_WORKER_HEAP_MB); zero means DefaultWorkerHeapBytes.
 	WorkerHeapBytes int64 `json:",omitempty"`
+	// PDFToText is the pdftotext binary that reads PDFs (see
+	// ResolvePDFExtractor); "" uses the built-in extractor.
+	PDFToText string `json:",omitempty"`
+	// pdfNoFallback makes a pdftotext failure an error (errPopplerFailed)
+	// instead of a fallback, so the caller can run the fallback elsewhere.
+	pdfNoFallback bool
 }
 
 const maxHeadings = 50
@@ -96,7 +102,7 @@ func extractFile(ctx context.Context, path string, format Format, lim Limits) (*
 	out := newTextOut(ctx, lim.MaxChars)
 	switch format {
 	case FormatPDF:
-		err = extractPDF(ctx, &ctxReaderAt{ctx: ctx, r: f}, info.Size(), out)
+		err = extractPDFFile(ctx, f, path, info.Size(), lim, out)
 	case FormatDOCX, FormatPPTX, FormatODT:
 		err = extractOffice(ctx, f, info.Size(), format, lim, out)
 	default:

@@ -248,7 +248,7 @@ func TestExtractionErrors(t *testing.T) {
 		{"multipart", "multi.docx", zipWithEOCD(t, docx, func(e []byte) { binary.LittleEndian.PutUint16(e[4:], 1) }), CodeArchiveLimit, "multipart"},
 		{"truncated docx", "cut.docx", docx[:len(docx)/2], CodeMalformed, "truncated"},
 		{"not a zip", "fake.docx", []byte("this is not a zip file at all, only text pretending"), CodeMalformed, "truncated"},
-		{"encrypted pdf", "enc.pdf", generatePDF([]string{"secret"}, pdfOptions{Encrypted: true}), CodeEncrypted, "password"},
+		{"password-protected pdf", "enc.pdf", generatePDF([]string{"secret"}, pdfOptions{Encrypted: true, UserPassword: "hunter2"}), CodePasswordRequired, "password"},
 		{"image-only pdf", "scan.pdf", generatePDF([]string{"", ""}, pdfOptions{ImageOnly: true}), CodeNoText, "no text layer"},
 		{"not a pdf", "x.pdf", []byte("hello"), CodeMalformed, "PDF"},
 		{"binary text", "bin.txt", []byte("abc\x00def"), CodeMalformed, "binary"},

@@ -4,6 +4,9 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/zlib"
+	"crypto/md5"
+	"crypto/rc4"
+	"encoding/binary"
 	"fmt"
 	"html"
 	"strings"
@@ -17,8 +20,12 @@ import (
 // pdfOptions shapes a generated PDF.
 type pdfOptions struct {
 	ImageOnly bool // pages draw an image and no text
-	Encrypted bool // the trailer carries an /Encrypt dictionary
-	Compress  bool // content streams are FlateDecode-compressed
+	// Encrypted encrypts the file with the standard security handler
+	// (revision 3, 128-bit RC4) under UserPassword; an empty user password
+	// lets any reader open it, as many "secured" PDFs do.
+	Encrypted    bool
+	UserPassword string
+	Compress     bool // content streams are FlateDecode-compressed
 }
 
 // generatePDF returns a PDF with one page per element of pages; each line of
@@ -32,6 +39,10 @@ func generatePDF(pages []string, opts pdfOptions) []byte {
 		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
 		return n
 	}
+	var sec *pdfSecurity
+	if opts.Encrypted {
+		sec = newPDFSecurity(opts.UserPassword, "owner-"+opts.UserPassword)
+	}
 	stream := func(dict string, data []byte) int {
 		if opts.Compress {
 			var z bytes.Buffer
@@ -40,6 +51,9 @@ func generatePDF(pages []string, opts pdfOptions) []byte {
 			w.Close()
 			data = z.Bytes()
 			dict += " /Filter /FlateDecode"
+		}
+		if sec != nil {
+			data = sec.encrypt(len(offsets)+1, data)
 		}
 		return obj(fmt.Sprintf("<< %s /Length %d >>\nstream\n%s\nendstream", dict, len(data), data))
 	}
@@ -78,9 +92,9 @@ func generatePDF(pages []string, opts pdfOptions) []byte {
 	offsets[pagesAt] = b.Len()
 	fmt.Fprintf(&b, "2 0 obj\n<< /Type /Pages /Kids [%s] /Count %d >>\nendobj\n", strings.Join(kids, " "), len(kids))
 	encrypt := ""
-	if opts.Encrypted {
-		e := obj("<< /Filter /Standard /V 1 /R 2 /O <" + strings.Repeat("00", 32) + "> /U <" + strings.Repeat("00", 32) + "> /P -4 >>")
-		encrypt = fmt.Sprintf(" /Encrypt %d 0 R /ID [<0123456789abcdef0123456789abcdef> <0123456789abcdef0123456789abcdef>]", e)
+	if sec != nil {
+		e := obj(fmt.Sprintf("<< /Filter /Standard /V 2 /R 3 /Length 128 /O <%x> /U <%x> /P %d >>", sec.o, sec.u, int32(-4)))
+		encrypt = fmt.Sprintf(" /Encrypt %d 0 R /ID [<%x> <%x>]", e, pdfFileID, pdfFileID)
 	}
 	xref := b.Len()
 	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offsets)+1)
@@ -185,4 +199,69 @@ func generateODT(paras []string) []byte {
 		[2]string{"mimetype", "application/vnd.oasis.opendocument.text"},
 		[2]string{"content.xml", xmlHeader + `<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>` + body.String() + `</office:text></office:body></office:document-content>`},
 	)
+}
+
+// PDF standard security handler, revision 3 (PDF 32000-1:2008 §7.6.3):
+// 128-bit RC4 keys derived from the padded passwords, the permissions and
+// the file identifier.
+var (
+	pdfPasswordPad = []byte("\x28\xbf\x4e\x5e\x4e\x75\x8a\x41\x64\x00\x4e\x56\xff\xfa\x01\x08\x2e\x2e\x00\xb6\xd0\x68\x3e\x80\x2f\x0c\xa9\xfe\x64\x53\x69\x7a")
+	pdfFileID      = []byte("0123456789abcdef")
+)
+
+const pdfPermissions = uint32(0xFFFFFFFC)
+
+type pdfSecurity struct {
+	key, o, u []byte
+}
+
+func padPassword(pw string) []byte { return append([]byte(pw), pdfPasswordPad...)[:32] }
+
+// md5Rounds is MD5 of data followed by 50 re-hashings, as revision 3 keys are made.
+func md5Rounds(data []byte) []byte {
+	sum := md5.Sum(data)
+	for range 50 {
+		sum = md5.Sum(sum[:])
+	}
+	return sum[:]
+}
+
+// rc4Rounds encrypts data with key, then 19 more times with key XOR i.
+func rc4Rounds(key, data []byte) []byte {
+	out := append([]byte{}, data...)
+	k := make([]byte, len(key))
+	for i := range 20 {
+		for j := range key {
+			k[j] = key[j] ^ byte(i)
+		}
+		c, _ := rc4.NewCipher(k)
+		c.XORKeyStream(out, out)
+	}
+	return out
+}
+
+// newPDFSecurity computes O (algorithm 3), the file key (algorithm 2) and U
+// (algorithm 5).
+func newPDFSecurity(user, owner string) *pdfSecurity {
+	o := rc4Rounds(md5Rounds(padPassword(owner)), padPassword(user))
+	var seed bytes.Buffer
+	seed.Write(padPassword(user))
+	seed.Write(o)
+	binary.Write(&seed, binary.LittleEndian, pdfPermissions)
+	seed.Write(pdfFileID)
+	key := md5Rounds(seed.Bytes())
+	h := md5.Sum(append(append([]byte{}, pdfPasswordPad...), pdfFileID...))
+	u := append(rc4Rounds(key, h[:]), make([]byte, 16)...)
+	return &pdfSecurity{key: key, o: o, u: u}
+}
+
+// encrypt encrypts a string or stream of object num (generation 0)
+// (algorithm 1).
+func (s *pdfSecurity) encrypt(num int, data []byte) []byte {
+	k := append(append([]byte{}, s.key...), byte(num), byte(num>>8), byte(num>>16), 0, 0)
+	sum := md5.Sum(k)
+	c, _ := rc4.NewCipher(sum[:min(len(s.key)+5, 16)])
+	out := make([]byte, len(data))
+	c.XORKeyStream(out, data)
+	return out
 }

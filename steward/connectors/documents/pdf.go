@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ledongthuc/pdf"
 )
@@ -36,13 +37,15 @@ func extractPDF(ctx context.Context, r io.ReaderAt, size int64, out *textOut) (e
 			return ctx.Err()
 		}
 		msg := err.Error()
-		if errors.Is(err, pdf.ErrInvalidPassword) || strings.Contains(strings.ToLower(msg), "encrypt") {
-			return errorf(CodeEncrypted, "the PDF is encrypted; remove the password protection and try again")
+		if errors.Is(err, pdf.ErrInvalidPassword) {
+			return errorf(CodePasswordRequired, "the PDF is protected by a password; Steward cannot open it without one")
+		}
+		if strings.Contains(strings.ToLower(msg), "encrypt") {
+			// An empty user password opens RC4 and AES-128 files here;
+			// AES-256 (revision 5 and 6) needs pdftotext.
+			return errorf(CodeEncrypted, "the PDF is encrypted in a way the built-in extractor cannot read (%s); install pdftotext (poppler-utils) to read it", msg)
 		}
 		return errorf(CodeMalformed, "cannot read the PDF: %s", msg)
-	}
-	if !rd.Trailer().Key("Encrypt").IsNull() {
-		return errorf(CodeEncrypted, "the PDF is encrypted; remove the password protection and try again")
 	}
 	n := rd.NumPage()
 	if n == 0 {
@@ -96,11 +99,23 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 		return nil
 	}
 	fonts := map[string]*pdf.Font{}
+	metrics := map[*pdf.Font]*cidMetrics{}
 	for _, name := range page.Fonts() {
 		f := page.Font(name)
 		fonts[name] = &f
+		metrics[&f] = readCIDMetrics(f)
 	}
 	var enc pdf.TextEncoding
+	var font *pdf.Font
+	// Horizontal placement, in user-space units: where the current line
+	// started, where the last glyph ended, the font size and the text
+	// matrix's scale. A move that leaves a gap wider than a fraction of the
+	// font size is a word break; smaller moves (kerning, one glyph per
+	// operator as Google Docs and Scribus write) are not.
+	var lineX, endX float64
+	var haveX bool
+	fontSize, scale := 12.0, 1.0
+	hscale, charSpace, wordSpace := 1.0, 0.0, 0.0 // Tz, Tc, Tw
 	var line strings.Builder
 	var lineY, curY float64
 	var lineSet bool
@@ -120,12 +135,26 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 			line.WriteByte(' ')
 		}
 	}
-	show := func(raw string) {
-		if enc == nil {
-			emit(raw)
-			return
+	// Without glyph widths the end of the last run is a guess, so any
+	// explicit move on a line breaks the word, as before.
+	guessed := false
+	gapSpace := func(x float64) {
+		if haveX && (guessed || x-endX > pdfWordGap*fontSize*scale) {
+			space()
 		}
-		emit(enc.Decode(raw))
+		endX, haveX = x, true
+	}
+	show := func(raw string) {
+		text := raw
+		if enc != nil {
+			text = enc.Decode(raw)
+		}
+		emit(text)
+		n := float64(utf8.RuneCountInString(text))
+		adv, known := pdfAdvance(font, metrics[font], raw, text)
+		guessed = !known
+		endX += (adv*fontSize + charSpace*n + wordSpace*float64(strings.Count(text, " "))) * hscale * scale
+		haveX = true
 	}
 	ops := 0
 	pdf.Interpret(page.V.Key("Contents"), func(stk *pdf.Stack, op string) {
@@ -159,26 +188,43 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 		case "Tf":
 			if len(args) == 2 {
 				if f, ok := fonts[args[0].Name()]; ok {
-					enc = f.Encoder()
+					enc, font = f.Encoder(), f
 				} else {
-					enc = nil
+					enc, font = nil, nil
+				}
+				if sz := math.Abs(num(1)); sz > 0 {
+					fontSize = sz
 				}
 			}
+		case "Tz":
+			hscale = num(0) / 100
+		case "Tc":
+			charSpace = num(0)
+		case "Tw":
+			wordSpace = num(0)
 		case "TL":
 			leading = num(0)
 		case "Td", "TD":
 			if op == "TD" {
 				leading = -num(1)
 			}
+			lineX += num(0) * scale
 			if num(1) != 0 {
 				curY += num(1)
+				endX, haveX = lineX, false
 			} else if num(0) != 0 {
-				space()
+				gapSpace(lineX)
 			}
 		case "Tm":
 			y := num(5)
+			if a, b := num(0), num(1); math.Hypot(a, b) > 0 {
+				scale = math.Hypot(a, b)
+			}
+			lineX = num(4)
 			if lineSet && math.Abs(y-curY) <= 1 {
-				space()
+				gapSpace(lineX)
+			} else {
+				endX, haveX = lineX, false
 			}
 			curY = y
 		case "T*":
@@ -201,14 +247,17 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 					case pdf.String:
 						show(v.RawString())
 					case pdf.Integer, pdf.Real:
-						if v.Float64() < -200 {
+						if v.Float64() < -1000*pdfWordGap {
 							space()
 						}
+						endX -= v.Float64() / 1000 * fontSize * hscale * scale
 					}
 				}
 			}
 		case "ET":
 			space()
+		case "BT":
+			lineX, scale = 0, 1
 		}
 	})
 	if line.Len() > 0 {
@@ -227,4 +276,81 @@ func pdfTidy(s string) string {
 		lines[i] = strings.Join(strings.Fields(l), " ")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// pdfWordGap is the horizontal gap, as a fraction of the font size, above
+// which two runs of glyphs on one line are separate words (pdftotext uses a
+// similar share of the font size).
+const pdfWordGap = 0.15
+
+// pdfAdvance estimates the width of a shown string in text-space units per
+// unit of font size: the font's /Widths for simple fonts (known), half an
+// em per character otherwise (a guess).
+func pdfAdvance(f *pdf.Font, cid *cidMetrics, raw, text string) (float64, bool) {
+	if cid != nil {
+		w := 0.0
+		for i := 0; i+1 < len(raw); i += 2 {
+			c := int(raw[i])<<8 | int(raw[i+1])
+			if v, ok := cid.w[c]; ok {
+				w += v
+			} else {
+				w += cid.dw
+			}
+		}
+		return w / 1000, true
+	}
+	if f != nil && len(f.Widths()) > 0 {
+		w := 0.0
+		for i := 0; i < len(raw); i++ {
+			w += f.Width(int(raw[i]))
+		}
+		if w > 0 {
+			return w / 1000, true
+		}
+	}
+	return 0.5 * float64(utf8.RuneCountInString(text)), false
+}
+
+// cidMetrics are the glyph widths of a Type 0 font with a two-byte
+// Identity encoding: /W of its descendant font by CID, /DW for the rest.
+type cidMetrics struct {
+	w  map[int]float64
+	dw float64
+}
+
+// maxCIDRange bounds one "first last width" entry of /W.
+const maxCIDRange = 1 << 16
+
+func readCIDMetrics(f pdf.Font) *cidMetrics {
+	if f.V.Key("Subtype").Name() != "Type0" {
+		return nil
+	}
+	if e := f.V.Key("Encoding").Name(); e != "Identity-H" && e != "Identity-V" {
+		return nil
+	}
+	desc := f.V.Key("DescendantFonts").Index(0)
+	m := &cidMetrics{w: map[int]float64{}, dw: 1000}
+	if dw := desc.Key("DW"); dw.Kind() == pdf.Integer || dw.Kind() == pdf.Real {
+		m.dw = dw.Float64()
+	}
+	w := desc.Key("W")
+	for i := 0; i+1 < w.Len(); {
+		first := int(w.Index(i).Int64())
+		if next := w.Index(i + 1); next.Kind() == pdf.Array {
+			for j := 0; j < next.Len() && j < maxCIDRange; j++ {
+				m.w[first+j] = next.Index(j).Float64()
+			}
+			i += 2
+			continue
+		}
+		if i+2 >= w.Len() {
+			break
+		}
+		last, width := int(w.Index(i+1).Int64()), w.Index(i+2).Float64()
+		for c := first; c <= last && c-first < maxCIDRange; c++ {
+			m.w[c] = width
+		}
+		i += 3
+	}
+	return m
 }

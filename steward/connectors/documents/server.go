@@ -39,6 +39,9 @@ func NewServer(svc *Service, version string) *mcp.Server {
 		Annotations: ro,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in InfoInput) (*mcp.CallToolResult, *InfoResult, error) {
 		r, err := svc.Info(ctx, in.Path)
+		if r != nil {
+			r.Kind = "file"
+		}
 		return nil, r, err
 	})
 	mcp.AddTool(s, &mcp.Tool{

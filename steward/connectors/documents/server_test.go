@@ -67,7 +67,7 @@ func TestMCPTools(t *testing.T) {
 	os.WriteFile(p, []byte("<h1>Budget</h1><p>The budget for 2027 is 40k.</p><script>steal()</script>"), 0o600)
 	var info InfoResult
 	call(t, cs, "document_info", map[string]any{"path": p}, &info)
-	if info.Format != FormatHTML || len(info.Headings) != 1 {
+	if info.Kind != "file" || info.Format != FormatHTML || len(info.Headings) != 1 {
 		t.Fatalf("info %+v", info)
 	}
 	var read ReadResult

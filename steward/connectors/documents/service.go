@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -77,6 +78,11 @@ func OptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, err
 		},
 		CacheMaxBytes: cfg.Clamp("DOCUMENT_CACHE_MAX_BYTES", DefaultCacheMaxBytes, 1, MaxCacheMaxBytes),
 	}
+	bin, _, err := ResolvePDFExtractor(cfg.String("DOCUMENT_PDF_EXTRACTOR", PDFExtractorAuto), exec.LookPath)
+	if err != nil {
+		return opts, err
+	}
+	opts.Limits.PDFToText = bin
 	emb, id, err := embedderFromConfig(cfg)
 	if err != nil {
 		return opts, err
@@ -169,7 +175,7 @@ func (s *Service) open(ctx context.Context, path string) (*document, error) {
 	start := time.Now()
 	var ex *Extracted
 	if len(s.opts.WorkerCommand) > 0 {
-		ex, err = processExtract(ectx, s.opts.WorkerCommand, workerRequest{Path: canon, Format: format, Limits: s.opts.Limits})
+		ex, err = s.workerExtract(ectx, canon, format)
 	} else {
 		ex, err = extractFile(ectx, canon, format, s.opts.Limits)
 	}
@@ -245,6 +251,8 @@ type HeadingInfo struct {
 
 // InfoResult is document_info's answer: metadata and outline, no body.
 type InfoResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind       string        `json:"kind"`
 	Name       string        `json:"name"`
 	Path       string        `json:"path"`
 	Format     Format        `json:"format"`
@@ -276,4 +284,28 @@ func (s *Service) Info(ctx context.Context, path string) (*InfoResult, error) {
 		r.Headings = append(r.Headings, HeadingInfo{Level: h.Level, Text: h.Text, Page: h.Page, Cursor: d.cursor(h.Page, off)})
 	}
 	return r, nil
+}
+
+// workerExtract runs an extraction in a worker process. A PDF that
+// pdftotext reads skips the worker: pdftotext is itself a separate process
+// under the same deadline, memory and output limits, and starting a worker
+// only to start it would double the process cost. When pdftotext fails the
+// built-in extractor runs in the worker, with a warning.
+func (s *Service) workerExtract(ctx context.Context, canon string, format Format) (*Extracted, error) {
+	lim := s.opts.Limits
+	note := ""
+	if format == FormatPDF && lim.PDFToText != "" {
+		direct := lim
+		direct.pdfNoFallback = true
+		ex, err := extractFile(ctx, canon, format, direct)
+		if !errors.Is(err, errPopplerFailed) {
+			return ex, err
+		}
+		note, lim.PDFToText = popplerFallbackNote(err), ""
+	}
+	ex, err := processExtract(ctx, s.opts.WorkerCommand, workerRequest{Path: canon, Format: format, Limits: lim})
+	if err == nil && note != "" {
+		ex.Warnings = append([]string{note}, ex.Warnings...)
+	}
+	return ex, err
 }

@@ -280,8 +280,8 @@ func TestWorkerProcess(t *testing.T) {
 		t.Fatalf("worker extraction: %+v %v", info, err)
 	}
 	enc := filepath.Join(home, "enc.pdf")
-	os.WriteFile(enc, generatePDF([]string{"x"}, pdfOptions{Encrypted: true}), 0o600)
-	if _, err := svc.Info(context.Background(), enc); ErrorCode(err) != CodeEncrypted {
+	os.WriteFile(enc, generatePDF([]string{"x"}, pdfOptions{Encrypted: true, UserPassword: "hunter2"}), 0o600)
+	if _, err := svc.Info(context.Background(), enc); ErrorCode(err) != CodePasswordRequired {
 		t.Fatalf("worker error code: %v", err)
 	}
 

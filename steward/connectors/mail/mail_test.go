@@ -82,10 +82,41 @@ func TestDiscoverAppleMail(t *testing.T) {
 
 func TestClassifyName(t *testing.T) {
 	tests := map[string]Role{"INBOX": RoleInbox, "[Gmail]/Sent Mail": RoleSent, "INBOX.Drafts": RoleDrafts, "Posta indesiderata": RoleJunk,
-		"Deleted Messages": RoleTrash, "[Gmail]/All Mail": RoleAll, "Archive": RoleArchive, "Projects/Solar": RoleNone, `\Sent`: RoleSent}
+		"Deleted Messages": RoleTrash, "[Gmail]/All Mail": RoleAll, "Archive": RoleArchive, "Projects/Solar": RoleNone, `\Sent`: RoleSent,
+		"ELEMENTS ENVOYES": RoleSent, "Gelöschte  Elemente": RoleTrash, "INBOX/Éléments supprimés": RoleTrash}
 	for name, want := range tests {
 		if got := ClassifyName(name); got != want {
 			t.Errorf("ClassifyName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestLocalisedSpecialFolders checks that every special folder has its
+// common names in each supported language, as Gmail, Outlook and Apple Mail
+// write them.
+func TestLocalisedSpecialFolders(t *testing.T) {
+	names := map[string]map[Role][]string{
+		"en": {RoleSent: {"Sent", "Sent Items", "Sent Messages", "[Gmail]/Sent Mail"}, RoleDrafts: {"Drafts"}, RoleTrash: {"Trash", "Deleted Items", "Deleted Messages", "Bin"},
+			RoleJunk: {"Junk", "Spam", "Junk E-mail"}, RoleArchive: {"Archive"}, RoleAll: {"[Gmail]/All Mail"}},
+		"it": {RoleSent: {"Posta inviata", "Inviati", "Elementi inviati"}, RoleDrafts: {"Bozze"}, RoleTrash: {"Cestino", "Posta eliminata", "Elementi eliminati"},
+			RoleJunk: {"Posta indesiderata", "Indesiderata"}, RoleArchive: {"Archivio"}, RoleAll: {"[Gmail]/Tutti i messaggi"}},
+		"de": {RoleSent: {"Gesendet", "Gesendete Elemente", "Gesendete Objekte"}, RoleDrafts: {"Entwürfe"}, RoleTrash: {"Papierkorb", "Gelöschte Elemente", "Gelöschte Objekte"},
+			RoleJunk: {"Junk-E-Mail", "Spamverdacht"}, RoleArchive: {"Archiv"}, RoleAll: {"[Gmail]/Alle Nachrichten"}},
+		"fr": {RoleSent: {"Éléments envoyés", "Messages envoyés", "Envoyés"}, RoleDrafts: {"Brouillons"}, RoleTrash: {"Corbeille", "Éléments supprimés"},
+			RoleJunk: {"Courrier indésirable", "Indésirables"}, RoleArchive: {"Archives"}, RoleAll: {"[Gmail]/Tous les messages"}},
+		"es": {RoleSent: {"Enviados", "Elementos enviados"}, RoleDrafts: {"Borradores"}, RoleTrash: {"Papelera", "Elementos eliminados"},
+			RoleJunk: {"Correo no deseado"}, RoleArchive: {"Archivo"}, RoleAll: {"[Gmail]/Todos"}},
+	}
+	for lang, roles := range names {
+		for _, role := range []Role{RoleSent, RoleDrafts, RoleTrash, RoleJunk, RoleArchive, RoleAll} {
+			if len(roles[role]) == 0 {
+				t.Errorf("%s: no name for %s", lang, role)
+			}
+			for _, n := range roles[role] {
+				if got := ClassifyName(n); got != role {
+					t.Errorf("%s: ClassifyName(%q) = %q, want %q", lang, n, got, role)
+				}
+			}
 		}
 	}
 }

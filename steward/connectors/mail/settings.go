@@ -26,6 +26,12 @@ type Settings struct {
 	EmbedModel    string
 	EmbedMaxChars int
 	EmbedBatch    int
+	// ClassifyEndpoint is the OpenAI-compatible API base that classifies
+	// mailboxes the name table cannot tell; "" when MAIL_CLASSIFY_ENDPOINT
+	// is off, and then ClassifyOff says so.
+	ClassifyEndpoint string
+	ClassifyOff      string
+	ClassifyModel    string
 	// APIKey is GATEWAY_API_KEY, sent to the endpoint; it is never logged.
 	APIKey string
 }
@@ -41,6 +47,15 @@ func LoadSettings(cfg *config.Config, userHome string) (*Settings, error) {
 		EmbedMaxChars: int(cfg.Int("MAIL_EMBED_MAX_CHARS", 2000, 100, 32000)),
 		EmbedBatch:    int(cfg.Int("MAIL_EMBED_BATCH", 32, 1, 256)),
 		APIKey:        cfg.String("GATEWAY_API_KEY", ""),
+		ClassifyModel: cfg.String("MAIL_CLASSIFY_MODEL", DefaultClassifyModel),
+	}
+	switch ep := cfg.String("MAIL_CLASSIFY_ENDPOINT", "gateway"); strings.ToLower(ep) {
+	case "off", "none", "disabled", "0", "false":
+		s.ClassifyOff = "MAIL_CLASSIFY_ENDPOINT=" + ep
+	case "gateway":
+		s.ClassifyEndpoint = embedBaseURL(cfg.URL("GATEWAY_BASE_URL", "http://127.0.0.1:4000/v1"))
+	default:
+		s.ClassifyEndpoint = strings.TrimSuffix(embedBaseURL(cfg.URL("MAIL_CLASSIFY_ENDPOINT", "")), "/chat/completions")
 	}
 	switch ep := cfg.String("MAIL_EMBED_ENDPOINT", "gateway"); strings.ToLower(ep) {
 	case "off", "none", "disabled", "0", "false":

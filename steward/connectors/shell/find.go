@@ -38,6 +38,8 @@ type FindRequest struct {
 
 // FoundFile is one match.
 type FoundFile struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string `json:"kind"`
 	Path     string `json:"path"`
 	Name     string `json:"name"`
 	Type     string `json:"type"`
@@ -47,6 +49,8 @@ type FoundFile struct {
 
 // FindResult is find_files' answer.
 type FindResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind      string      `json:"kind"`
 	Root      string      `json:"root"`
 	Files     []FoundFile `json:"files"`
 	Truncated bool        `json:"truncated,omitempty"`

@@ -134,7 +134,7 @@ func TestShellMCPServer(t *testing.T) {
 	}
 	var found FindResult
 	call("find_files", map[string]any{"extensions": []string{"pdf"}, "modified_after": "2021-01-01"}, &found)
-	if strings.Join(names(&found), ",") != "Report-2024.PDF,report.pdf" {
+	if strings.Join(names(&found), ",") != "Report-2024.PDF,report.pdf" || found.Kind != "search_results" || found.Files[0].Kind != "file" {
 		t.Fatalf("find_files: %+v", found)
 	}
 	var ran Result

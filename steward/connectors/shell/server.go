@@ -66,6 +66,12 @@ func NewServer(r *Runner, version string) *mcp.Server {
 			Root: in.Root, Name: in.Name, Glob: in.Glob, Extensions: in.Extensions, ModifiedAfter: after, ModifiedBefore: before,
 			MinSize: in.MinSize, MaxSize: in.MaxSize, Type: in.Type, MaxResults: in.MaxResults, MaxDepth: in.MaxDepth, IncludeHidden: in.IncludeHidden,
 		})
+		if res != nil {
+			res.Kind = "search_results"
+			for i := range res.Files {
+				res.Files[i].Kind = "file"
+			}
+		}
 		return nil, res, err
 	})
 	mcp.AddTool(s, &mcp.Tool{

@@ -60,6 +60,9 @@ func NewServer(svc *Service, version string) *mcp.Server {
 			return nil, nil, err
 		}
 		res, err := svc.FindNextTrain(ctx, in.From, in.To, after)
+		if res != nil {
+			res.Kind = "train"
+		}
 		return nil, res, err
 	})
 	mcp.AddTool(s, &mcp.Tool{

@@ -113,6 +113,8 @@ func validStationID(id string) bool {
 
 // FindResult is find_next_train's answer.
 type FindResult struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind string `json:"kind"`
 	// Status is found, ambiguous_station, station_not_found or no_direct_train.
 	Status string `json:"status"`
 	// Field names the ambiguous or unknown station (from or to).

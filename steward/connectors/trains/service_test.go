@@ -245,7 +245,7 @@ func TestMCPServer(t *testing.T) {
 	}
 	var found FindResult
 	call("find_next_train", map[string]any{"from": "Milano Centrale", "to": "Torino Porta Nuova", "departureAfter": "2026-01-04T07:45:00+01:00"}, &found)
-	if found.Status != StatusFound || found.Train.PlatformStatus != PlatformConfirmed {
+	if found.Kind != "train" || found.Status != StatusFound || found.Train.PlatformStatus != PlatformConfirmed {
 		t.Fatalf("%+v", found)
 	}
 	var snap Snapshot

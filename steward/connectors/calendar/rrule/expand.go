@@ -184,6 +184,18 @@ func (r *Rule) filterFor(year int, m0 time.Month, d0 int, wd0 time.Weekday) *fil
 		}
 	}
 	noDaySpec := len(r.ByWeekNo)+len(r.ByYearDay)+len(r.ByMonthDay)+len(r.ByDay) == 0
+	// BYWEEKNO names weeks, not days: without a day part the day is DTSTART's
+	// weekday in each of those weeks (as libical and python-dateutil
+	// expand it), never every day of the week.
+	if r.Freq == Yearly && len(r.ByWeekNo) > 0 && len(r.ByYearDay)+len(r.ByMonthDay)+len(r.ByDay) == 0 {
+		f.plainDays = []time.Weekday{wd0}
+	}
+	// Likewise BYMONTHDAY in a YEARLY rule without BYMONTH takes the month
+	// from DTSTART (RFC 5545 §3.3.10: what the rule leaves out comes from
+	// DTSTART), as libical reads it; python-dateutil repeats it every month.
+	if r.Freq == Yearly && len(r.ByMonthDay) > 0 && len(f.byMonth)+len(r.ByWeekNo)+len(r.ByYearDay) == 0 {
+		f.byMonth = []int{int(m0)}
+	}
 	if noDaySpec {
 		switch r.Freq {
 		case Weekly:

@@ -423,6 +423,14 @@ func Equivalent(a, b *Rule, start time.Time) bool {
 
 func (r *Rule) withImplied(start time.Time) *Rule {
 	c := *r
+	if c.Freq == Yearly && len(c.ByYearDay)+len(c.ByDay) == 0 {
+		switch {
+		case len(c.ByWeekNo) > 0 && len(c.ByMonthDay) == 0:
+			c.ByDay = []WeekdayNum{{Day: start.Weekday()}}
+		case len(c.ByMonthDay) > 0 && len(c.ByMonth)+len(c.ByWeekNo) == 0:
+			c.ByMonth = []int{int(start.Month())}
+		}
+	}
 	if len(c.ByWeekNo)+len(c.ByYearDay)+len(c.ByMonthDay)+len(c.ByDay) > 0 {
 		return &c
 	}

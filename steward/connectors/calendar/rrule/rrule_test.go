@@ -126,6 +126,21 @@ func TestEquivalentFillsImpliedComponents(t *testing.T) {
 	if !Equivalent(y1, y2, monday) {
 		t.Error("FREQ=YEARLY from 2 March should be equivalent to BYMONTH=3;BYMONTHDAY=2")
 	}
+	// BYWEEKNO alone expands to DTSTART's weekday; BYMONTHDAY alone to DTSTART's month.
+	for _, pair := range [][2]string{
+		{"FREQ=YEARLY;BYWEEKNO=1,2", "FREQ=YEARLY;BYWEEKNO=1,2;BYDAY=MO"},
+		{"FREQ=YEARLY;BYMONTHDAY=29", "FREQ=YEARLY;BYMONTH=3;BYMONTHDAY=29"},
+	} {
+		p, _ := Parse(pair[0])
+		q, _ := Parse(pair[1])
+		if !Equivalent(p, q, monday) {
+			t.Errorf("%s from Monday 2 March should be equivalent to %s", pair[0], pair[1])
+		}
+		wednesday := monday.AddDate(0, 1, -1) // 1 April 2026: another weekday and month
+		if Equivalent(p, q, wednesday) {
+			t.Errorf("%s from %s is not equivalent to %s", pair[0], wednesday.Format("Mon 2 Jan"), pair[1])
+		}
+	}
 }
 
 // TestBetweenMatchesReference compares the expander with rrule-go (a port

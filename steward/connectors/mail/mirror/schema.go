@@ -182,4 +182,15 @@ CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN` + ftsQueueOld
 END;
 CREATE TRIGGER messages_fts_update AFTER UPDATE OF subject, from_name, from_addr, to_text, cc_text, body, deleted_at ON messages BEGIN` + ftsQueueOld + ftsQueueNew + `
 END;
+`, `
+-- Roles the model gave mailboxes that neither mail.yaml nor the name table
+-- tells ('' = other), cached so each mailbox is classified once.
+CREATE TABLE mailbox_classes(
+  account_id    INTEGER NOT NULL REFERENCES accounts(id),
+  name          TEXT NOT NULL,
+  role          TEXT NOT NULL,
+  model         TEXT NOT NULL DEFAULT '',
+  classified_at INTEGER NOT NULL,
+  PRIMARY KEY(account_id, name)
+) WITHOUT ROWID;
 `}

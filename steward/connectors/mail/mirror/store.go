@@ -40,6 +40,11 @@ type Options struct {
 	// EmbedMaxChars caps the embedding source text (default 2,000 characters).
 	EmbedMaxChars int
 	Log           *slog.Logger
+	// Classifier, when set, names the role of mailboxes that neither
+	// mail.yaml nor the name table can tell (MAIL_CLASSIFY_ENDPOINT);
+	// ClassifyModel is recorded with each answer.
+	Classifier    mail.MailboxClassifier
+	ClassifyModel string
 	// Now replaces time.Now in tests.
 	Now func() time.Time
 }
@@ -51,6 +56,9 @@ type Store struct {
 	log      *slog.Logger
 	now      func() time.Time
 	maxChars int
+
+	classifier    mail.MailboxClassifier
+	classifyModel string
 
 	mu       sync.Mutex
 	accounts map[string]*accountState // by name
@@ -64,6 +72,8 @@ type accountState struct {
 	id        int64
 	cfg       mail.Account
 	mailboxes map[string]mailboxInfo // by name
+	// configured are mail.yaml's roles; cfg.Roles adds the model's.
+	configured map[string]string
 }
 
 type mailboxInfo struct {
@@ -98,7 +108,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, blobs: blobs, log: opts.Log, now: opts.Now, maxChars: opts.EmbedMaxChars, accounts: map[string]*accountState{}}
+	s := &Store{db: db, blobs: blobs, log: opts.Log, now: opts.Now, maxChars: opts.EmbedMaxChars, accounts: map[string]*accountState{},
+		classifier: opts.Classifier, classifyModel: opts.ClassifyModel}
 	s.stmts.db = db
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -193,6 +204,9 @@ func (s *Store) loadAccounts(ctx context.Context, accts []mail.Account) error {
 			st.mailboxes[name] = mailboxInfo{id: id, role: mail.Role(role)}
 		}
 		rows.Close()
+		if err := s.loadClasses(ctx, st); err != nil {
+			return err
+		}
 		s.accounts[a.Name] = st
 	}
 	return nil

@@ -171,6 +171,7 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 	}
 	stats.Unreadable = unreadable
 	stats.Scanned = len(entries)
+	s.classifyMailboxes(ctx, accounts, entries)
 
 	onDisk := make(map[string]bool, len(entries))
 	var todo []source.Entry

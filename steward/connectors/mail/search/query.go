@@ -21,7 +21,7 @@ import (
 const (
 	DefaultLimit     = 8
 	MaxLimit         = 12
-	internalLimit    = 100 // ranked rows kept after fusion and collapse
+	internalLimit    = 100 // ranked rows a query keeps after fusion and collapse
 	lexicalPool      = 50
 	vectorPool       = 50
 	substringPool    = 500
@@ -58,6 +58,8 @@ type Query struct {
 
 // Summary is one search result.
 type Summary struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string `json:"kind"`
 	ID       string `json:"id"`
 	Subject  string `json:"subject"`
 	Sender   string `json:"sender"`
@@ -81,12 +83,20 @@ type Page struct {
 	Mode string `json:"mode"`
 	// Semantic is used, off or unavailable for a query; empty when browsing.
 	Semantic string `json:"semantic,omitempty"`
+	// Window is the browse window's size (500 messages) when browsing;
+	// offset and limit apply inside it.
+	Window int `json:"window,omitempty"`
+	// BeyondWindow is set when browsing and more messages match than the
+	// window holds: older ones are reached by narrowing the filters.
+	BeyondWindow bool `json:"beyondWindow,omitempty"`
 	// Notice tells the agent what degraded or was adjusted.
 	Notice string `json:"notice,omitempty"`
 }
 
 // Result is a search answer: { messages, page }.
 type Result struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string    `json:"kind"`
 	Messages []Summary `json:"messages"`
 	Page     Page      `json:"page"`
 }
@@ -161,6 +171,10 @@ func (e *Engine) Search(ctx context.Context, q Query) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		res.Page.Window = browsePool
+		if len(ranked) > browsePool {
+			ranked, res.Page.BeyondWindow = ranked[:browsePool], true
+		}
 	} else {
 		lex, err := e.lexical(ctx, text, f)
 		if err != nil {
@@ -192,7 +206,9 @@ func (e *Engine) Search(ctx context.Context, q Query) (*Result, error) {
 			return nil, err
 		}
 	}
-	if len(ranked) > internalLimit {
+	// The internal limit bounds what a query ranks; browsing pages through
+	// its whole window instead.
+	if res.Page.Mode != "browse" && len(ranked) > internalLimit {
 		ranked = ranked[:internalLimit]
 	}
 	res.Page.Total = len(ranked)
@@ -208,6 +224,10 @@ func (e *Engine) Search(ctx context.Context, q Query) (*Result, error) {
 		}
 	}
 	res.Page.Returned = len(res.Messages)
+	if res.Page.BeyondWindow && res.Page.NextOffset == nil {
+		notices = append(notices, fmt.Sprintf("browsing covers the %d newest matching messages and more match; "+
+			"narrow with before/after, mailbox or sender to reach older ones", browsePool))
+	}
 	res.Page.Notice = strings.Join(notices, "; ")
 	return res, nil
 }
@@ -536,7 +556,8 @@ func (e *Engine) filterIDs(ctx context.Context, ids []int64, f *filter) (map[int
 }
 
 // browse orders the newest (or largest) 500 messages that pass the filters
-// and, when given, the substring candidates.
+// and, when given, the substring candidates; it returns one row more when
+// more match, so the caller can say the window was full.
 func (e *Engine) browse(ctx context.Context, f *filter, cands map[int64]bool, sortBy string) ([]int64, error) {
 	order := "m.id DESC"
 	if sortBy == "size" {
@@ -551,7 +572,7 @@ func (e *Engine) browse(ctx context.Context, f *filter, cands map[int64]bool, so
 		where += " AND m.id IN (SELECT value FROM json_each(?))"
 		args = append(append([]any{}, args...), idJSON(ids))
 	}
-	rows, err := e.db.QueryContext(ctx, "SELECT m.id FROM messages m WHERE "+where+" ORDER BY "+order+" LIMIT ?", append(args, browsePool)...)
+	rows, err := e.db.QueryContext(ctx, "SELECT m.id FROM messages m WHERE "+where+" ORDER BY "+order+" LIMIT ?", append(args, browsePool+1)...)
 	if err != nil {
 		return nil, fmt.Errorf("browse mail: %w", err)
 	}

@@ -43,6 +43,8 @@ type AttachmentView struct {
 
 // MessageView is a read message.
 type MessageView struct {
+	// Kind names the card the web app draws (docs/protocol.md "Rich tool results").
+	Kind     string `json:"kind"`
 	ID       string `json:"id"`
 	Subject  string `json:"subject"`
 	Sender   string `json:"sender"`

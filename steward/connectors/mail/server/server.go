@@ -68,7 +68,7 @@ func New(opts Options) (*mcp.Server, error) {
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolPtr(false)}
 	mcp.AddTool(s, &mcp.Tool{Name: "search_mail", Annotations: readOnly, Description: "Search mail. Combine free text (query; ranked lexically and semantically) " +
 		"with substring fields (sender, recipient, cc, subjectContains, bodyContains) and filters (after, before, account, mailbox, role, unread, flagged, " +
-		"hasAttachments, minSize, maxSize). Without query, browses newest first (sortBy size for largest). Results are collapsed to one per thread unless " +
+		"hasAttachments, minSize, maxSize). Without query, browses the newest 500 matching messages (sortBy size for the largest), paged by offset/limit inside that window; page.beyondWindow says older ones need narrower filters. Results are collapsed to one per thread unless " +
 		"perMessage. Returns {messages, page}; page.notice says when semantic search was unavailable."}, h.search)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_message", Annotations: readOnly, Description: "Read one message by id: headers, a page of the body " +
 		"(offset/maxChars, nextOffset when more), bodyState (full, partial, none), attachments and the mailUrl deep link."}, h.read)
@@ -106,6 +106,10 @@ func (h *handlers) search(ctx context.Context, _ *mcp.CallToolRequest, q search.
 	if err != nil {
 		return nil, nil, toolErr(err)
 	}
+	r.Kind = "search_results"
+	for i := range r.Messages {
+		r.Messages[i].Kind = "email"
+	}
 	return nil, r, nil
 }
 
@@ -114,6 +118,7 @@ func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, req search.
 	if err != nil {
 		return nil, nil, toolErr(err)
 	}
+	v.Kind = "email"
 	return nil, v, nil
 }
 

@@ -155,6 +155,9 @@ func TestSearchReadSaveOverMCP(t *testing.T) {
 		t.Fatalf("search %+v", r)
 	}
 	hit := r.Messages[0]
+	if r.Kind != "search_results" || hit.Kind != "email" {
+		t.Errorf("card kinds %q / %q, want search_results / email", r.Kind, hit.Kind)
+	}
 	if hit.ThreadID == "" || !strings.HasPrefix(hit.MailURL, "message://%3Cc") || hit.Account != "work" || hit.Mailbox != "INBOX" {
 		t.Errorf("summary %+v", hit)
 	}
@@ -177,7 +180,7 @@ func TestSearchReadSaveOverMCP(t *testing.T) {
 	if msg := e.call(t, "read_message", map[string]any{"id": first.ID}, &v); msg != "" {
 		t.Fatal(msg)
 	}
-	if v.Body != "The certification is attached." || v.BodyState != "full" || len(v.Attachments) != 1 || v.Attachments[0].Filename != "cert.pdf" {
+	if v.Kind != "email" || v.Body != "The certification is attached." || v.BodyState != "full" || len(v.Attachments) != 1 || v.Attachments[0].Filename != "cert.pdf" {
 		t.Fatalf("read %+v", v)
 	}
 	var th search.ThreadView

@@ -2,6 +2,7 @@
 // the protocol frames; the decisions are the host's.
 
 import { h, clear, fmtBytes, fmtMs, fmtTime, json, icon } from './dom.js';
+import { download } from './conn.js';
 
 const STATUS_LABEL = {
   running: 'running', done: 'done', error: 'failed', blocked: 'not done',
@@ -50,21 +51,69 @@ export function richCard(data) {
 const str = (v) => (typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v));
 const list = (v) => (Array.isArray(v) ? v.map(str).join(', ') : str(v));
 
+// Card actions. Files open through the host's file token registry (the
+// host adds "token" for files a built-in connector found), never by path.
+const openFile = (d) => (d.token
+  ? h('button', { type: 'button', class: 'card-action', dataset: { token: d.token }, 'on:click': () => download(d.token, str(d.name)).catch(() => {}) }, icon('file'), ' Open')
+  : null);
+const MAIL_LINK = /^message:/i;
+const openMail = (d) => (typeof d.mailUrl === 'string' && MAIL_LINK.test(d.mailUrl)
+  ? h('a', { class: 'card-action', href: d.mailUrl }, icon('mail'), ' Open in Mail')
+  : null);
+const copyButton = (label, text) => h('button', { type: 'button', class: 'card-action', 'on:click': (e) => {
+  const b = e.currentTarget;
+  navigator.clipboard?.writeText(text).then(() => { b.textContent = 'Copied'; }, () => { b.textContent = 'Copy failed'; });
+} }, icon('clip'), ` ${label}`);
+const actions = (...items) => {
+  const kept = items.filter(Boolean);
+  return kept.length ? h('div', { class: 'card-actions' }, kept) : null;
+};
+// localTime shows an instant in the browser's zone, naming the zone.
+const localTime = (t) => {
+  const d = new Date(t);
+  if (Number.isNaN(d.getTime())) return str(t);
+  return d.toLocaleString(undefined, { weekday: 'short', year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short' });
+};
+
 const RICH = {
   email: (d) => h('div', { class: 'rich-item' },
     h('div', { class: 'rich-title' }, icon('mail'), ' ', str(d.subject) || '(no subject)'),
-    h('div', { class: 'muted' }, str(d.from), d.to ? ` → ${list(d.to)}` : '', d.date ? ` · ${fmtTime(d.date)}` : '', d.hasAttachments ? [' · ', icon('clip', 'has attachments')] : ''),
-    d.snippet ? h('p', { class: 'snippet' }, str(d.snippet)) : null),
+    h('div', { class: 'muted' }, str(d.from || d.sender), d.to ? ` → ${list(d.to)}` : '', d.date ? ` · ${fmtTime(d.date)}` : '',
+      d.mailbox ? ` · ${str(d.mailbox)}` : '',
+      d.hasAttachments || (Array.isArray(d.attachments) && d.attachments.length) ? [' · ', icon('clip', 'has attachments')] : ''),
+    d.snippet || d.body ? h('p', { class: 'snippet' }, str(d.snippet || d.body).slice(0, 400)) : null,
+    actions(openMail(d))),
   file: (d) => h('div', { class: 'rich-item' },
     h('div', { class: 'rich-title' }, icon('file'), ' ', str(d.name) || str(d.path)),
-    h('div', { class: 'muted' }, str(d.path), d.size !== undefined ? ` · ${fmtBytes(d.size)}` : '', d.modified ? ` · ${fmtTime(d.modified)}` : ''),
-    d.snippet ? h('p', { class: 'snippet' }, str(d.snippet)) : null),
+    h('div', { class: 'muted' }, str(d.path), d.size !== undefined ? ` · ${fmtBytes(d.size)}` : '', d.modified ? ` · ${fmtTime(d.modified)}` : '',
+      d.pages ? ` · ${d.pages} page${d.pages === 1 ? '' : 's'}` : ''),
+    d.snippet ? h('p', { class: 'snippet' }, str(d.snippet)) : null,
+    actions(openFile(d))),
   event: (d) => h('div', { class: 'rich-item' },
     h('div', { class: 'rich-title' }, icon('calendar'), ' ', str(d.title) || '(untitled event)'),
-    h('div', { class: 'muted' }, d.allDay ? `${fmtDay(d.start)} (all day)` : `${fmtTime(d.start)} – ${fmtTime(d.end)}`,
+    h('div', { class: 'muted event-time' }, d.allDay ? `${fmtDay(d.startDate || d.start)} (all day)` : `${localTime(d.start)} – ${localTime(d.end)}`,
       d.location ? ` · ${str(d.location)}` : '', d.calendar ? ` · ${str(d.calendar)}` : '')),
+  contact: (d) => h('div', { class: 'rich-item' },
+    h('div', { class: 'rich-title' }, icon('user'), ' ', str(d.name) || '(no name)'),
+    h('div', { class: 'muted' }, [d.title, d.organization].filter(Boolean).map(str).join(', ')),
+    actions(
+      ...(Array.isArray(d.emails) ? d.emails : []).slice(0, 3).map((e) => h('a', { class: 'card-action', href: `mailto:${encodeURIComponent(str(e.value))}` }, icon('mail'), ` ${str(e.value)}`)),
+      ...(Array.isArray(d.phones) ? d.phones : []).slice(0, 3).map((p) => h('a', { class: 'card-action', href: `tel:${str(p.value).replace(/[^\d+]/g, '')}` }, ` ${str(p.value)}`)))),
+  train: (d) => {
+    const t = d.train;
+    if (!t || typeof t !== 'object') return h('div', { class: 'rich-item muted' }, str(d.message));
+    const info = t.train || {};
+    const name = [info.category, info.number].filter(Boolean).join(' ');
+    const platform = t.platform ? `platform ${str(t.platform)}${t.platformStatus === 'scheduled' ? ' (scheduled, not confirmed)' : ''}` : 'platform not announced';
+    const dep = t.estimatedDeparture || t.scheduledDeparture;
+    return h('div', { class: 'rich-item' },
+      h('div', { class: 'rich-title' }, icon('train'), ' ', name || 'Train', ` ${str(t.from?.name)} → ${str(t.to?.name)}`),
+      h('div', { class: 'muted' }, dep ? `departs ${localTime(dep)}` : '', t.delayMinutes ? ` · ${t.delayMinutes} min late` : '',
+        t.cancelled ? ' · cancelled' : '', ` · ${platform}`),
+      actions(copyButton('Copy platform and train', `${name}, ${platform}, ${str(t.from?.name)} → ${str(t.to?.name)}${dep ? `, ${localTime(dep)}` : ''}`)));
+  },
   search_results: (d) => {
-    const items = Array.isArray(d.items) ? d.items : [];
+    const items = [d.items, d.messages, d.events, d.contacts, d.files].find(Array.isArray) || [];
     return h('div', null,
       h('div', { class: 'muted' }, `${items.length} result${items.length === 1 ? '' : 's'}`, d.query ? ` for “${str(d.query)}”` : ''),
       items.slice(0, 20).map((it) => (it && RICH[it.kind] && it.kind !== 'search_results' ? RICH[it.kind](it) : null)));

@@ -47,14 +47,16 @@ export function svg(tag, attrs, ...children) {
   return el;
 }
 
-// safeHref returns an absolute http(s) or mailto URL, or the app's own hash
-// routes, and null for anything else (javascript:, data:, relative tricks).
+// safeHref returns an absolute http(s), mailto, tel or message (a mail
+// client's message link) URL, or the app's own hash routes, and null for
+// anything else (javascript:, data:, relative tricks).
+const SAFE_PROTOCOLS = new Set(['http:', 'https:', 'mailto:', 'tel:', 'message:']);
 export function safeHref(url) {
   if (typeof url !== 'string') return null;
   if (/^#\/[\w/.-]*$/.test(url)) return url;
   try {
     const u = new URL(url);
-    if (u.protocol === 'http:' || u.protocol === 'https:' || u.protocol === 'mailto:') return u.href;
+    if (SAFE_PROTOCOLS.has(u.protocol)) return u.href;
   } catch { /* not a URL */ }
   return null;
 }
@@ -126,6 +128,8 @@ const ICONS = {
   question: 'M3 12a9 9 0 1 0 18 0a9 9 0 1 0-18 0 M9.5 9.5a2.5 2.5 0 1 1 3.6 2.2c-.7.4-1.1.9-1.1 1.6v.7 M12 17v.5',
   stop: 'M7 7h10v10H7z',
   search: 'M4 10.5a6.5 6.5 0 1 0 13 0a6.5 6.5 0 1 0-13 0 M15.5 15.5L20 20',
+  user: 'M8 8a4 4 0 1 0 8 0a4 4 0 1 0-8 0 M4 20c0-4 4-6 8-6s8 2 8 6',
+  train: 'M6 4h12v11H6z M6 10h12 M8 19l-2 2 M16 19l2 2 M9 13v.5 M15 13v.5',
 };
 
 export function icon(name, label) {
