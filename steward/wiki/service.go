@@ -156,21 +156,13 @@ func (s *Service) Rescan(ctx context.Context) (SyncStats, error) {
 // removed) and updates their index rows.
 func (s *Service) Update(ctx context.Context, paths ...string) error {
 	scope := map[string]bool{}
-	changed := false
 	for _, p := range paths {
-		changed = s.vault.Refresh(p) || changed
+		s.vault.Refresh(p)
 		scope[path.Clean(filepath.ToSlash(p))] = true
-	}
-	if !changed {
-		return nil
-	}
-	var docs []indexDoc
-	for _, d := range vaultDocsFor(s.vault, scope) {
-		docs = append(docs, d)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.idx.sync(ctx, docs, false, scope)
+	_, err := s.idx.sync(ctx, vaultDocsFor(s.vault, scope), false, scope)
 	return err
 }
 
@@ -180,9 +172,7 @@ func vaultDocsFor(v *Vault, scope map[string]bool) []indexDoc {
 		if pg := v.Page(p); pg != nil {
 			out = append(out, indexDoc{path: pg.Path, kind: "page", title: pg.Title, typ: pg.Frontmatter.Type, body: pg.Body, hash: pg.Hash})
 		} else if isSource(p) {
-			for _, d := range vaultDocs(&Vault{dir: v.dir, sources: map[string]bool{p: true}}) {
-				out = append(out, d)
-			}
+			out = append(out, vaultDocs(&Vault{dir: v.dir, sources: map[string]bool{p: true}})...)
 		}
 	}
 	return out
