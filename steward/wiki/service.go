@@ -46,6 +46,9 @@ type Options struct {
 	ModelName string
 	// Extractor reads non-text sources; nil allows only text sources.
 	Extractor Extractor
+	// RetryBackoff is the wait before the first automatic retry of a
+	// failed ingest, doubled for each later one (default 5 s).
+	RetryBackoff time.Duration
 	// MaxPageBytes bounds a page file (default DefaultMaxPageBytes).
 	MaxPageBytes int64
 	// Now is the clock (default time.Now).
@@ -78,6 +81,9 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 5 * time.Second
 	}
 	if err := os.MkdirAll(opts.IndexDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create wiki index folder: %w", err)

@@ -496,7 +496,7 @@ var scaffold = map[string]string{
 		"- Pages live in `wiki/`, one subject per page, named by their title.\n" +
 		"- Every page has YAML frontmatter: title, type (source, entity, concept, decision, commitment, person, organization, query), sources (paths under raw/sources), created, updated, optional review_by and tags.\n" +
 		"- Each ingested source gets a page of type source summarising it.\n" +
-		"- Link related pages with [[wikilinks]]; prefer updating a page to creating a near-duplicate.\n",
+		"- Link related pages with `[[Page Title]]` wikilinks; prefer updating a page to creating a near-duplicate.\n",
 	IndexFile:    "---\ntitle: Index\ntype: overview\nsources: []\n---\n# Index\n\nNo pages yet.\n",
 	LogFile:      "# Log\n\nAppend-only record of wiki operations: `## [TIME] OPERATION | SUBJECT` followed by details.\n",
 	OverviewFile: "---\ntitle: Overview\ntype: overview\nsources: []\n---\n# Overview\n\nNothing ingested yet.\n",
