@@ -88,8 +88,8 @@ func openWiki(ctx context.Context, env *cliEnv, model *llm.Client, create bool) 
 		model = llm.NewClient(llm.ClientOptions{BaseURL: cfg.URL("GATEWAY_BASE_URL", "http://127.0.0.1:4000/v1"), APIKey: cfg.String("GATEWAY_API_KEY", "sk-local")})
 	}
 	svc, err := wiki.Open(ctx, wiki.Options{Dir: ws.dir, IndexDir: ws.indexDir,
-		Embedder:  newLocalEmbedder(cfg, ws.embed, wiki.UsageService, "embed", 30*time.Second),
-		Model:     model, ModelName: ws.model, Extractor: docs, Log: env.Log.With("component", "wiki")})
+		Embedder: newLocalEmbedder(cfg, ws.embed, wiki.UsageService, "embed", 30*time.Second),
+		Model:    model, ModelName: ws.model, Extractor: docs, Log: env.Log.With("component", "wiki")})
 	return svc, ws, err
 }
 
