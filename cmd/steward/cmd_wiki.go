@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -133,7 +134,9 @@ func startWiki(ctx context.Context, env *cliEnv, sc *serveConfig, gw *gateway.Ga
 	}
 	st.push(svc.Close)
 	api := wiki.APIHandler(svc)
-	h.Handle("/wiki/api/", http.StripPrefix("/wiki/api", api))
+	for _, m := range []string{"GET", "PUT", "POST"} {
+		h.Handle(m+" /wiki/api/", http.StripPrefix("/wiki/api", api))
+	}
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	wait := runWikiBackground(bgCtx, svc, ws, log)
 	st.push(func() error { stop(); wait(); return nil })
@@ -428,4 +431,73 @@ func runWikiCommand(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.Stderr, "steward wiki: unknown command %q\n\n%s\n", sub, wikiUsage)
 	return errUsage
+}
+
+func init() {
+	registerBench(&benchmark{
+		Name:    "wiki",
+		Summary: "wiki index rebuild, graph, incremental update and search on a generated vault",
+		Run: func(ctx context.Context, env *cliEnv, args []string) error {
+			fs := newFlagSet(env, "bench wiki", "[--pages N] [--links N] [--samples N] [--smoke] [--keep] [--out FILE] [--json]",
+				"Generates a vault (default 10,000 pages, 50,000 links) and measures the index rebuild rate, the\n"+
+					"graph + Louvain build, the incremental update after one edit, and warm substring search against\n"+
+					"the same SQL through C SQLite (build with -tags 'csqlite fts5') and against rg.")
+			pages := fs.Int("pages", 10000, "pages to generate")
+			links := fs.Int("links", 0, "wikilinks to generate (default 5 per page)")
+			samples := fs.Int("samples", 30, "warm samples per query")
+			smoke := fs.Bool("smoke", false, "tiny sizes, to check the harness")
+			keep := fs.Bool("keep", false, "keep the generated vault and index (the folder is printed)")
+			out := fs.String("out", "", "report path (default STEWARD_HOME/benchmarks/wiki-TIMESTAMP.json)")
+			asJSON := fs.Bool("json", false, "also print the report on stdout")
+			if err := parseFlags(fs, args); err != nil {
+				return err
+			}
+			if *smoke {
+				*pages, *samples = 300, 3
+			}
+			dir, err := os.MkdirTemp("", "steward-bench-wiki-")
+			if err != nil {
+				return err
+			}
+			if *keep {
+				fmt.Fprintf(env.Stderr, "keeping %s\n", dir)
+			} else {
+				defer os.RemoveAll(dir)
+			}
+			rep, err := wiki.RunBenchmark(ctx, wiki.BenchOptions{Pages: *pages, Links: *links, Samples: *samples, Dir: dir, Progress: env.Stderr})
+			if err != nil {
+				return err
+			}
+			path := *out
+			if path == "" {
+				cfg, err := env.Config()
+				if err != nil {
+					return err
+				}
+				path = filepath.Join(cfg.Home, "benchmarks", "wiki-"+time.Now().UTC().Format("20060102-150405")+".json")
+			}
+			data, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
+				return err
+			}
+			for _, t := range rep.Targets {
+				mark := "MET"
+				if !t.Met {
+					mark = "NOT MET"
+				}
+				fmt.Fprintf(env.Stderr, "target %-36s %-7s (%s): %.3f — %s\n", t.Name, mark, t.Target, t.Value, t.Detail)
+			}
+			fmt.Fprintf(env.Stderr, "report: %s\n", path)
+			if *asJSON {
+				_, err = env.Stdout.Write(append(data, '\n'))
+			}
+			return err
+		},
+	})
 }
