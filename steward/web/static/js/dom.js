@@ -51,7 +51,7 @@ export function svg(tag, attrs, ...children) {
 // routes, and null for anything else (javascript:, data:, relative tricks).
 export function safeHref(url) {
   if (typeof url !== 'string') return null;
-  if (/^#\/[\w/.-]*$/.test(url)) return url;
+  if (/^#\/[\w/.%~-]*$/.test(url)) return url;
   try {
     const u = new URL(url);
     if (u.protocol === 'http:' || u.protocol === 'https:' || u.protocol === 'mailto:') return u.href;
