@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -207,6 +208,27 @@ Commands:
 
 Run 'steward wiki COMMAND --help' for a command's options.`
 
+// withWiki parses a subcommand's flags and runs f on the opened wiki.
+func withWiki(ctx context.Context, env *cliEnv, fs *flag.FlagSet, args []string, f func(*wiki.Service) error) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	svc, _, err := openWiki(ctx, env, nil, false)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	return f(svc)
+}
+
+// cmpErr returns err, or the result of next when err is nil.
+func cmpErr(err error, next func() error) error {
+	if err != nil {
+		return err
+	}
+	return next()
+}
+
 func runWikiCommand(ctx context.Context, env *cliEnv, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(env.Stderr, wikiUsage)
@@ -239,116 +261,83 @@ func runWikiCommand(ctx context.Context, env *cliEnv, args []string) error {
 	case "status":
 		fs := newFlagSet(env, name, "[--json]", "Prints the wiki's counts: pages, sources, problems, index and embeddings, ingest queue, lint issues.")
 		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		svc, _, err := openWiki(ctx, env, nil, false)
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		st, err := svc.Status(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(env.Stdout, st)
-		}
-		fmt.Fprintf(env.Stdout, "wiki %s\n  pages %d, sources %d, indexed %d, embedded %d\n  queue: %d queued, %d running, %d done, %d failed\n  lint issues %d, communities %d\n",
-			st.Dir, st.Pages, st.Sources, st.Indexed, st.Embedded, st.Queue.Queued, st.Queue.Running, st.Queue.Done, st.Queue.Failed, st.LintIssues, st.Communities)
-		for _, p := range st.Problems {
-			fmt.Fprintf(env.Stdout, "  problem: %s: %s\n", p.Path, p.Reason)
-		}
-		return nil
+		return withWiki(ctx, env, fs, rest, func(svc *wiki.Service) error {
+			st, err := svc.Status(ctx)
+			if err != nil || *asJSON {
+				return cmpErr(err, func() error { return writeJSON(env.Stdout, st) })
+			}
+			fmt.Fprintf(env.Stdout, "wiki %s\n  pages %d, sources %d, indexed %d, embedded %d\n  queue: %d queued, %d running, %d done, %d failed\n  lint issues %d, communities %d\n",
+				st.Dir, st.Pages, st.Sources, st.Indexed, st.Embedded, st.Queue.Queued, st.Queue.Running, st.Queue.Done, st.Queue.Failed, st.LintIssues, st.Communities)
+			for _, p := range st.Problems {
+				fmt.Fprintf(env.Stdout, "  problem: %s: %s\n", p.Path, p.Reason)
+			}
+			return nil
+		})
 	case "search":
 		fs := newFlagSet(env, name, "[--json] [--limit N] [--sources] QUERY", "Searches the wiki as the agent does: FTS5 (CJK, accents), substrings, vectors when\nembeddings are on, fused by rank, plus pages related to the top hits.")
 		asJSON := fs.Bool("json", false, "print JSON")
 		limit := fs.Int("limit", 10, "maximum results (≤ 50)")
 		sources := fs.Bool("sources", false, "also search raw imported sources")
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			fs.Usage()
-			return errUsage
-		}
-		svc, _, err := openWiki(ctx, env, nil, false)
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		res, err := svc.Search(ctx, wiki.SearchRequest{Query: strings.Join(fs.Args(), " "), Limit: *limit, IncludeSources: *sources})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(env.Stdout, res)
-		}
-		if res.Warning != "" {
-			fmt.Fprintf(env.Stderr, "note: %s\n", res.Warning)
-		}
-		for _, r := range res.Results {
-			via := ""
-			if r.Via != "" {
-				via = "  (related to " + r.Via + ")"
+		return withWiki(ctx, env, fs, rest, func(svc *wiki.Service) error {
+			if fs.NArg() == 0 {
+				fs.Usage()
+				return errUsage
 			}
-			fmt.Fprintf(env.Stdout, "%s — %s%s\n    %s\n", r.Path, r.Title, via, r.Snippet)
-		}
-		if len(res.Results) == 0 {
-			fmt.Fprintln(env.Stdout, "no results")
-		}
-		return nil
+			res, err := svc.Search(ctx, wiki.SearchRequest{Query: strings.Join(fs.Args(), " "), Limit: *limit, IncludeSources: *sources})
+			if err != nil || *asJSON {
+				return cmpErr(err, func() error { return writeJSON(env.Stdout, res) })
+			}
+			if res.Warning != "" {
+				fmt.Fprintf(env.Stderr, "note: %s\n", res.Warning)
+			}
+			for _, r := range res.Results {
+				via := ""
+				if r.Via != "" {
+					via = "  (related to " + r.Via + ")"
+				}
+				fmt.Fprintf(env.Stdout, "%s — %s%s\n    %s\n", r.Path, r.Title, via, r.Snippet)
+			}
+			if len(res.Results) == 0 {
+				fmt.Fprintln(env.Stdout, "no results")
+			}
+			return nil
+		})
 	case "lint":
 		fs := newFlagSet(env, name, "[--json]", "Checks the wiki without a model and without changing any file. Exits 1 when there are issues.")
 		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		svc, _, err := openWiki(ctx, env, nil, false)
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		rep := svc.Lint(ctx)
-		if *asJSON {
-			if err := writeJSON(env.Stdout, rep); err != nil {
-				return err
-			}
-		} else {
-			for _, i := range rep.Issues {
-				loc := i.Path
-				if i.Line > 0 {
-					loc = fmt.Sprintf("%s:%d", i.Path, i.Line)
+		return withWiki(ctx, env, fs, rest, func(svc *wiki.Service) error {
+			rep := svc.Lint(ctx)
+			if *asJSON {
+				if err := writeJSON(env.Stdout, rep); err != nil {
+					return err
 				}
-				fmt.Fprintf(env.Stdout, "%s: %s: %s\n", loc, i.Kind, i.Message)
+			} else {
+				for _, i := range rep.Issues {
+					loc := i.Path
+					if i.Line > 0 {
+						loc = fmt.Sprintf("%s:%d", i.Path, i.Line)
+					}
+					fmt.Fprintf(env.Stdout, "%s: %s: %s\n", loc, i.Kind, i.Message)
+				}
+				fmt.Fprintf(env.Stdout, "%d pages, %d issues\n", rep.Pages, len(rep.Issues))
 			}
-			fmt.Fprintf(env.Stdout, "%d pages, %d issues\n", rep.Pages, len(rep.Issues))
-		}
-		if len(rep.Issues) > 0 {
-			return fmt.Errorf("%d issues", len(rep.Issues))
-		}
-		return nil
+			if len(rep.Issues) > 0 {
+				return fmt.Errorf("%d issues", len(rep.Issues))
+			}
+			return nil
+		})
 	case "reindex":
 		fs := newFlagSet(env, name, "[--json]", "Re-reads every file of the wiki and rebuilds its index (text, substrings, vectors when\nembeddings are on). The Markdown files are not changed.")
 		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		svc, _, err := openWiki(ctx, env, nil, false)
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		start := time.Now()
-		st, err := svc.Reindex(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(env.Stdout, st)
-		}
-		fmt.Fprintf(env.Stdout, "indexed %d pages and sources in %s\n", st.Total, time.Since(start).Round(time.Millisecond))
-		return nil
+		return withWiki(ctx, env, fs, rest, func(svc *wiki.Service) error {
+			start := time.Now()
+			st, err := svc.Reindex(ctx)
+			if err != nil || *asJSON {
+				return cmpErr(err, func() error { return writeJSON(env.Stdout, st) })
+			}
+			fmt.Fprintf(env.Stdout, "indexed %d pages and sources in %s\n", st.Total, time.Since(start).Round(time.Millisecond))
+			return nil
+		})
 	case "add":
 		fs := newFlagSet(env, name, "[--root DEST] [--no-ingest] [--json] PATH…",
 			"Copies files and folders into raw/sources/ (snapshots; the originals are never changed) and queues\n"+
@@ -400,34 +389,25 @@ func runWikiCommand(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return err
 	case "ingest":
-		fs := newFlagSet(env, name, "", "Works through the ingest queue until no task is due, then prints the queue's counts.")
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		svc, _, err := openWiki(ctx, env, nil, false)
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		for {
-			did, err := svc.IngestNext(ctx)
-			if err != nil {
-				return err
+		fs := newFlagSet(env, name, "", "Works through the ingest queue until no task is due, then prints the latest tasks.")
+		return withWiki(ctx, env, fs, rest, func(svc *wiki.Service) error {
+			for {
+				did, err := svc.IngestNext(ctx)
+				if err != nil {
+					return err
+				}
+				if !did {
+					break
+				}
+				c, _ := svc.Queue().Counts(ctx)
+				fmt.Fprintf(env.Stderr, "ingest: %d done, %d queued, %d failed\n", c.Done, c.Queued, c.Failed)
 			}
-			if !did {
-				break
+			tasks, err := svc.Queue().List(ctx, 20)
+			for _, t := range tasks {
+				fmt.Fprintf(env.Stdout, "#%d %-9s %s %s\n", t.ID, t.Status, t.Source, t.Error)
 			}
-			c, _ := svc.Queue().Counts(ctx)
-			fmt.Fprintf(env.Stderr, "ingest: %d done, %d queued, %d failed\n", c.Done, c.Queued, c.Failed)
-		}
-		tasks, err := svc.Queue().List(ctx, 20)
-		if err != nil {
 			return err
-		}
-		for _, t := range tasks {
-			fmt.Fprintf(env.Stdout, "#%d %-9s %s %s\n", t.ID, t.Status, t.Source, t.Error)
-		}
-		return nil
+		})
 	}
 	fmt.Fprintf(env.Stderr, "steward wiki: unknown command %q\n\n%s\n", sub, wikiUsage)
 	return errUsage
