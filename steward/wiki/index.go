@@ -142,6 +142,9 @@ type SyncStats struct {
 func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[string]bool) (SyncStats, error) {
 	var st SyncStats
 	st.Total = len(docs)
+	if scope != nil && len(scope) == 0 {
+		return st, nil
+	}
 	tx, err := x.db.BeginTx(ctx, nil)
 	if err != nil {
 		return st, fmt.Errorf("sync wiki index: %w", err)
@@ -155,7 +158,16 @@ func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[
 		}
 	}
 	have := map[string][2]string{} // path → id, hash
-	rows, err := tx.QueryContext(ctx, "SELECT id, path, content_hash FROM pages")
+	q, args := "SELECT id, path, content_hash FROM pages", []any{}
+	if scope != nil {
+		// An update of a few files reads only their rows, not the index.
+		marks := make([]string, 0, len(scope))
+		for p := range scope {
+			marks, args = append(marks, "?"), append(args, p)
+		}
+		q += " WHERE path IN (" + strings.Join(marks, ",") + ")"
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return st, fmt.Errorf("read wiki index: %w", err)
 	}
