@@ -38,9 +38,13 @@ CREATE TABLE pages (
 	content_hash TEXT NOT NULL,
 	embedded_hash TEXT NOT NULL DEFAULT ''
 );
+` + textTables}
+
+// textTables creates the two FTS5 tables (also when a rebuild recreates them).
+const textTables = `
 CREATE VIRTUAL TABLE pages_fts USING fts5(title, body, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE pages_tri USING fts5(title, body, tokenize='trigram');
-`}
+`
 
 // Index is the SQLite side of a vault: full text, trigram and vectors.
 type Index struct {
@@ -151,7 +155,10 @@ func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[
 	}
 	defer tx.Rollback()
 	if full {
-		for _, q := range []string{"DELETE FROM pages", "DELETE FROM pages_fts", "DELETE FROM pages_tri"} {
+		// Dropping the text tables is far cheaper than deleting their rows
+		// one by one; the vectors go too, because row ids start again.
+		for _, q := range []string{"DELETE FROM pages", "DROP TABLE pages_fts", "DROP TABLE pages_tri",
+			"DROP TABLE IF EXISTS pages_vec", "DELETE FROM meta WHERE key = '" + vecindex.DimKey + "'", textTables} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return st, fmt.Errorf("clear wiki index: %w", err)
 			}

@@ -114,6 +114,13 @@ func TestSearchVectorsAndLexicalFallback(t *testing.T) {
 			t.Errorf("unchanged page text sent again: %s", r.Raw)
 		}
 	}
+	// A rebuild starts the vectors again (row ids are new) and re-embeds.
+	if _, err := s.Reindex(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustSearch(t, s, SearchRequest{Query: "Beta\nHiking trip to the Dolomites.\n", NoExpand: true}); res.Mode != "hybrid" || res.Results[0].Path != "wiki/B.md" {
+		t.Errorf("after a rebuild: %s %v", res.Mode, paths(res.Results))
+	}
 	prov.Close()
 	res = mustSearch(t, s, SearchRequest{Query: "revenue", NoExpand: true})
 	if res.Mode != "lexical" || res.Warning == "" || len(res.Results) != 1 || res.Results[0].Path != "wiki/A.md" {
