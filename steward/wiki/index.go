@@ -266,31 +266,43 @@ func (x *Index) deleteText(ctx context.Context, tx *sql.Tx, id string) error {
 	return nil
 }
 
-// docs returns the rows the index should hold for the vault: every page,
+// vaultDocs returns the rows the index should hold for the vault: every page,
 // and the text sources under raw/ (Markdown and plain text).
 func vaultDocs(v *Vault) []indexDoc {
 	pages := v.Pages()
 	docs := make([]indexDoc, 0, len(pages))
 	for _, p := range pages {
-		docs = append(docs, indexDoc{path: p.Path, kind: "page", title: p.Title, typ: p.Frontmatter.Type, body: p.Body, hash: p.Hash})
+		docs = append(docs, pageDoc(p))
 	}
 	for _, s := range v.Sources() {
-		switch strings.ToLower(path.Ext(s)) {
-		case ".md", ".txt", ".markdown":
-		default:
-			continue
+		if d, ok := sourceDoc(v.Dir(), s); ok {
+			docs = append(docs, d)
 		}
-		full := filepath.Join(v.Dir(), filepath.FromSlash(s))
-		if st, err := os.Stat(full); err != nil || st.Size() > maxSourceIndexBytes {
-			continue
-		}
-		b, err := os.ReadFile(full)
-		if err != nil {
-			continue
-		}
-		docs = append(docs, indexDoc{path: s, kind: "source", title: path.Base(s), typ: "raw", body: strings.ToValidUTF8(string(b), "\uFFFD"), hash: Hash(b)})
 	}
 	return docs
+}
+
+func pageDoc(p *Page) indexDoc {
+	return indexDoc{path: p.Path, kind: "page", title: p.Title, typ: p.Frontmatter.Type, body: p.Body, hash: p.Hash}
+}
+
+// sourceDoc returns the row of a text source under raw/ (Markdown or plain
+// text up to maxSourceIndexBytes); other sources are not indexed.
+func sourceDoc(dir, rel string) (indexDoc, bool) {
+	switch strings.ToLower(path.Ext(rel)) {
+	case ".md", ".txt", ".markdown":
+	default:
+		return indexDoc{}, false
+	}
+	full := filepath.Join(dir, filepath.FromSlash(rel))
+	if st, err := os.Stat(full); err != nil || st.Size() > maxSourceIndexBytes {
+		return indexDoc{}, false
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		return indexDoc{}, false
+	}
+	return indexDoc{path: rel, kind: "source", title: path.Base(rel), typ: "raw", body: strings.ToValidUTF8(string(b), "\uFFFD"), hash: Hash(b)}, true
 }
 
 // lexical returns the best FTS5 matches for q (all terms, then any term

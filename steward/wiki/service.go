@@ -176,9 +176,11 @@ func vaultDocsFor(v *Vault, scope map[string]bool) []indexDoc {
 	var out []indexDoc
 	for p := range scope {
 		if pg := v.Page(p); pg != nil {
-			out = append(out, indexDoc{path: pg.Path, kind: "page", title: pg.Title, typ: pg.Frontmatter.Type, body: pg.Body, hash: pg.Hash})
-		} else if isSource(p) {
-			out = append(out, vaultDocs(&Vault{dir: v.dir, sources: map[string]bool{p: true}})...)
+			out = append(out, pageDoc(pg))
+		} else if v.isSourceFile(p) {
+			if d, ok := sourceDoc(v.dir, p); ok {
+				out = append(out, d)
+			}
 		}
 	}
 	return out
