@@ -162,6 +162,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	})
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
+	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 
 	capabilities, err := watch.NewRegistry()
 	if err != nil {

@@ -54,6 +54,7 @@ var BuiltinAllow = []string{
 	"mcp__trains__find_next_train", "mcp__trains__train_status", "create_watch", "stop_watch", "list_watches",
 	// wiki reads, write-journal review, Action Center reads
 	"mcp__wiki__wiki_search", "mcp__wiki__wiki_read", "mcp__wiki__wiki_list",
+	"mcp__wiki__wiki_graph", "mcp__wiki__wiki_lint", "mcp__wiki__wiki_status",
 	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
 	"mcp__actions__list_actions", "mcp__actions__read_action",
 	// host tools
@@ -61,7 +62,8 @@ var BuiltinAllow = []string{
 }
 
 // BuiltinGate lists tools that must always ask, whatever a prefix says.
-var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write"}
+var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write",
+	"mcp__wiki__wiki_write_page", "mcp__wiki__wiki_ingest", "mcp__wiki__wiki_rescan"}
 
 // Options configures a Policy.
 type Options struct {

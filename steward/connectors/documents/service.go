@@ -309,3 +309,19 @@ func (s *Service) workerExtract(ctx context.Context, canon string, format Format
 	}
 	return ex, err
 }
+
+// ExtractText returns the whole extracted text of the file at path (pages
+// separated by blank lines), with the same checks, limits, worker and
+// cache as the tools: the wiki's ingest reads PDF, Office and HTML sources
+// through it.
+func (s *Service) ExtractText(ctx context.Context, path string) (string, error) {
+	d, err := s.open(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	parts := make([]string, len(d.ex.Pages))
+	for i, p := range d.ex.Pages {
+		parts[i] = p.Text
+	}
+	return strings.Join(parts, "\n\n"), nil
+}

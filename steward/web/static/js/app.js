@@ -241,12 +241,12 @@ class App {
       this.renderChatList();
       return;
     }
-    if (name === 'usage' || name === 'audit' || name === 'system') {
+    if (name === 'usage' || name === 'audit' || name === 'system' || name === 'wiki') {
       const placeholder = h('section', { class: 'page', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
       this.show(placeholder);
       const mod = await import(`./${name}.js`);
       if (this.page !== placeholder) return; // navigated away meanwhile
-      this.show(mod.render(this));
+      this.show(mod.render(this, arg));
       this.renderChatList();
       return;
     }

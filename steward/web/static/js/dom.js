@@ -53,7 +53,7 @@ export function svg(tag, attrs, ...children) {
 const SAFE_PROTOCOLS = new Set(['http:', 'https:', 'mailto:', 'tel:', 'message:']);
 export function safeHref(url) {
   if (typeof url !== 'string') return null;
-  if (/^#\/[\w/.-]*$/.test(url)) return url;
+  if (/^#\/[\w/.%~-]*$/.test(url)) return url;
   try {
     const u = new URL(url);
     if (SAFE_PROTOCOLS.has(u.protocol)) return u.href;

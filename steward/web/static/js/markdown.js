@@ -145,6 +145,7 @@ const INLINE = new RegExp([
 function link(label, url) {
   const href = safeHref(url);
   if (!href) return document.createTextNode(label === url ? label : `${label} (${url})`);
+  if (href.startsWith('#/')) return h('a', { href }, label); // the app's own page, e.g. a cited wiki page
   return h('a', { href, target: '_blank', rel: 'noopener noreferrer' }, label);
 }
 
