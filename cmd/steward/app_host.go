@@ -21,6 +21,7 @@ import (
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
+	"github.com/agentstack/agentstack/steward/searchprep"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
@@ -110,7 +111,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
-	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp")})
+	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
+		CustomMethods: []string{searchprep.Method}})
 	bridge.Start(ctx)
 	st.push(bridge.Close)
 
@@ -137,11 +139,16 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if d.gw != nil {
 		rates = d.gw.Rates
 	}
+	var bg *background // started once the host exists; read by the System page
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
 		Web:    web.Handler(),
-		System: func(ctx context.Context) host.SystemInfo { return systemInfo(ctx, d.gatewayURL, bridge) },
+		System: func(ctx context.Context) host.SystemInfo {
+			info := systemInfo(ctx, d.gatewayURL, bridge)
+			bg.extend(ctx, &info)
+			return info
+		},
 		Chats: host.ManagerOptions{
 			Audit:           auditor,
 			Store:           chatStore,
@@ -200,5 +207,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		wg.Wait()
 		return engine.Close()
 	})
+	if bg, err = startBackground(ctx, env, d, bridge, h, st); err != nil {
+		return nil, err
+	}
 	return h, nil
 }

@@ -63,12 +63,14 @@ var Vars = []Var{
 	{Name: "VIAGGIATRENO_BASE_URL", Purpose: "ViaggiaTreno endpoint override."},
 	{Name: "WATCH_DB", Default: "$STEWARD_HOME/watches.db", Purpose: "Watch store path."},
 	{Name: "WATCH_POLL_MS", Default: "45000", Purpose: "Watch polling interval, at least 15000."},
+	{Name: "STEWARD_SCHEDULER", Default: "on", Purpose: "Run the background job scheduler inside steward serve; off disables it (run steward scheduler instead)."},
 }
 
 // varPrefixes are families of settings named by pattern, such as the
 // scheduler's SCHED_<JOB>_MIN intervals.
 var varPrefixes = []struct{ prefix, suffix string }{
 	{"SCHED_", "_MIN"},
+	{"SCHED_", "_SEC"},
 }
 
 // Lookup returns the documented setting called name.

@@ -132,7 +132,8 @@ func (s *Scheduler) probe(ctx context.Context, j Job) string {
 		if ctx.Err() != nil {
 			return "scheduler stopped"
 		}
-		return fmt.Sprintf("command not available in this build (steward %s: %s)", strings.Join(args, " "), lastLine(out.String()))
+		first, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
+		return fmt.Sprintf("command not available in this build (steward %s: %s)", strings.Join(args[:len(args)-1], " "), first)
 	}
 	return ""
 }
@@ -226,7 +227,7 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	case ctx.Err() != nil:
 		rec.Result, rec.Error = ResultInterrupted, "the scheduler stopped during the run"
 	case code == ExitNotConfigured:
-		rec.Result, rec.Error = ResultSkipped, "not configured: "+errorText(stderr.String(), js.Args)
+		rec.Result, rec.Error = ResultSkipped, "not configured: "+strings.TrimPrefix(errorText(stderr.String(), js.Args), "not configured: ")
 	default:
 		rec.Result, rec.Error = ResultFailed, errorText(stderr.String(), js.Args)
 		if rec.Error == "" {
