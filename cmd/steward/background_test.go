@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +275,119 @@ func TestServeBackgroundPlane(t *testing.T) {
 		}
 	} else {
 		t.Log("no non-loopback address on this machine; the remote endpoint case is not exercised")
+	}
+}
+
+// TestSchedulerJobsFailInIsolation runs `steward scheduler` with real child
+// jobs: a mail reconcile killed with SIGKILL mid-run, a calendar sync that
+// hangs on a FIFO until its timeout, a contacts index that fails every run.
+func TestSchedulerJobsFailInIsolation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child jobs")
+	}
+	const messages = 6000
+	vars := map[string]string{"SCHED_MAIL_RECONCILE_SEC": "2", "SCHED_CALENDAR_SYNC_TIMEOUT_SEC": "2", "SCHED_CONTACTS_INDEX_SEC": "1"}
+	env, _, logs := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	os.MkdirAll(home, 0o700)
+	maildir := newMaildir(t)
+	for i := range messages {
+		writeMaildirMessage(t, maildir, "cur", i, fmt.Sprintf("Report %d", i))
+	}
+	writeMailConfig(t, home, maildir)
+	fifo := filepath.Join(t.TempDir(), "calendar.ics")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(home, "calendar.yaml"), []byte("sources:\n  - name: pipe\n    kind: ics\n    path: "+fifo+"\n"), 0o600)
+	os.WriteFile(filepath.Join(home, "contacts.yaml"), []byte("sources:\n  - name: x\n    kind: carrier-pigeon\n"), 0o600)
+	os.WriteFile(filepath.Join(home, "config.env"), []byte("MAIL_EMBED_ENDPOINT=off\n"), 0o600)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"scheduler"}, env) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("steward scheduler exit %d\n%s", code, logs)
+		}
+	})
+	logPath := filepath.Join(home, "logs", "scheduler.jsonl")
+	find := func(match func(scheduler.Record) bool) *scheduler.Record {
+		recs, _ := scheduler.ReadRecords(logPath)
+		for _, r := range recs {
+			if match(r) {
+				return &r
+			}
+		}
+		return nil
+	}
+	var first *scheduler.Record
+	waitLong(t, "first reconcile starts", func() bool {
+		first = find(func(r scheduler.Record) bool { return r.Event == scheduler.EventStart && r.Job == "mail-reconcile" })
+		return first != nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the reconcile child: %v", err)
+	}
+	var killed *scheduler.Record
+	waitLong(t, "killed run logged", func() bool {
+		killed = find(func(r scheduler.Record) bool { return r.Event == scheduler.EventEnd && r.Job == "mail-reconcile" && r.Run == first.Run })
+		return killed != nil
+	})
+	if killed.Result != scheduler.ResultFailed || !strings.Contains(killed.Error, "killed") {
+		t.Fatalf("the reconcile finished before SIGKILL reached it (%+v); make the Maildir larger", killed)
+	}
+	var next *scheduler.Record
+	waitLong(t, "a later reconcile succeeds", func() bool {
+		next = find(func(r scheduler.Record) bool {
+			return r.Event == scheduler.EventEnd && r.Job == "mail-reconcile" && r.Result == scheduler.ResultOK
+		})
+		return next != nil
+	})
+	// The store is consistent and complete.
+	statusEnv, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"})
+	if code := run(context.Background(), []string{"mail", "status", "--json"}, statusEnv); code != 0 {
+		t.Fatalf("mail status exit %d: %s", code, out)
+	}
+	var ms struct {
+		Stats struct {
+			Messages int `json:"messages"`
+		} `json:"stats"`
+	}
+	json.Unmarshal(out.Bytes(), &ms)
+	if ms.Stats.Messages != messages {
+		t.Errorf("mirror holds %d messages after the killed run and the next, want %d", ms.Stats.Messages, messages)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(home, "mail", "mail.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check = %q, %v", check, err)
+	}
+
+	// The hanging calendar sync was killed at its 2 s timeout, the broken
+	// contacts index failed on every run, and neither stopped the others.
+	waitLong(t, "calendar timeout", func() bool {
+		return find(func(r scheduler.Record) bool { return r.Job == "calendar-sync" && r.Result == scheduler.ResultTimeout }) != nil
+	})
+	cal := find(func(r scheduler.Record) bool { return r.Job == "calendar-sync" && r.Event == scheduler.EventEnd })
+	if cal.Result != scheduler.ResultTimeout || cal.DurationMS < 2000 || cal.DurationMS > 20000 {
+		t.Errorf("calendar run = %+v", cal)
+	}
+	if syscall.Kill(cal.PID, 0) == nil {
+		t.Errorf("the hanging calendar child %d is still alive", cal.PID)
+	}
+	contacts := find(func(r scheduler.Record) bool { return r.Job == "contacts-index" && r.Event == scheduler.EventEnd })
+	if contacts.Result != scheduler.ResultFailed || !strings.Contains(contacts.Error, "carrier-pigeon") {
+		t.Errorf("contacts run = %+v", contacts)
+	}
+	if embed := find(func(r scheduler.Record) bool { return r.Job == "mail-embed" && r.Event == scheduler.EventEnd }); embed == nil ||
+		embed.Result != scheduler.ResultSkipped || !strings.Contains(embed.Error, "embeddings are off") {
+		t.Errorf("mail-embed run = %+v", embed)
 	}
 }
