@@ -143,7 +143,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
-		Web:    web.Handler(),
+		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
 			info := systemInfo(ctx, d.gatewayURL, bridge)
 			bg.extend(ctx, &info)

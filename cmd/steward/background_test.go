@@ -226,7 +226,10 @@ func TestServeBackgroundPlane(t *testing.T) {
 	// Preparation ran in order, one task at a time, skipping the missing
 	// calendar index and never calling the remote embedding endpoint.
 	var prep searchprep.State
-	waitLong(t, "preparation finished", func() bool { getJSON(t, base+"/system/preparation", token, &prep); return prep.State == searchprep.Done })
+	waitLong(t, "preparation finished", func() bool {
+		getJSON(t, base+"/system/preparation", token, &prep)
+		return prep.State == searchprep.Done
+	})
 	want := []struct{ name, state string }{{"mail", searchprep.Done}, {searchprep.ModelTask, searchprep.Done}, {"calendar", searchprep.Skipped}, {"contacts", ""}}
 	if len(prep.Tasks) != len(want) {
 		t.Fatalf("tasks %+v", prep.Tasks)
@@ -333,7 +336,9 @@ func TestSchedulerJobsFailInIsolation(t *testing.T) {
 	}
 	var killed *scheduler.Record
 	waitLong(t, "killed run logged", func() bool {
-		killed = find(func(r scheduler.Record) bool { return r.Event == scheduler.EventEnd && r.Job == "mail-reconcile" && r.Run == first.Run })
+		killed = find(func(r scheduler.Record) bool {
+			return r.Event == scheduler.EventEnd && r.Job == "mail-reconcile" && r.Run == first.Run
+		})
 		return killed != nil
 	})
 	if killed.Result != scheduler.ResultFailed || !strings.Contains(killed.Error, "killed") {
