@@ -207,7 +207,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		wg.Wait()
 		return engine.Close()
 	})
-	if bg, err = startBackground(ctx, env, d, bridge, h, st); err != nil {
+	if bg, err = startBackground(ctx, env, d, bridge, h, engine, pushSvc, st); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -20,8 +20,10 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/scheduler"
 	"github.com/agentstack/agentstack/steward/searchprep"
+	"github.com/agentstack/agentstack/steward/watch"
 )
 
 // background is what serve runs besides answering requests; the System page
@@ -32,11 +34,12 @@ type background struct {
 	logPath string
 	prep    *searchprep.Queue
 	watcher *mailWatcher // nil when mail is not configured or events are unavailable
+	sys     *systemDeps
 }
 
 // startBackground validates the scheduler settings, then starts the
 // scheduler, the mail watcher and the preparation queue; st stops them.
-func startBackground(ctx context.Context, env *cliEnv, d hostDeps, bridge *mcpbridge.Bridge, h *host.Host, st *stack) (*background, error) {
+func startBackground(ctx context.Context, env *cliEnv, d hostDeps, bridge *mcpbridge.Bridge, h *host.Host, engine *watch.Engine, pushSvc *push.Service, st *stack) (*background, error) {
 	cfg := d.cfg
 	jobs, err := schedulerJobs(cfg)
 	if err != nil {
@@ -46,7 +49,8 @@ func startBackground(ctx context.Context, env *cliEnv, d hostDeps, bridge *mcpbr
 	if err := cfg.Err(); err != nil {
 		return nil, fmt.Errorf("invalid settings:\n%w", err)
 	}
-	bg := &background{jobs: jobs, logPath: schedulerLogPath(cfg.Home)}
+	bg := &background{jobs: jobs, logPath: schedulerLogPath(cfg.Home),
+		sys: &systemDeps{cfg: cfg, env: env, gatewayURL: d.gatewayURL, bridge: bridge, engine: engine, push: pushSvc}}
 	if enabled {
 		childEnv := mcpbridge.AllowedEnv(os.Environ(), mcpbridge.DefaultEnvAllowList())
 		for k, v := range ownChildEnv(cfg, d.gatewayURL, d.sc.gatewayKey) {
