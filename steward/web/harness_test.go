@@ -136,7 +136,7 @@ func (h *harness) start(addr string) {
 	h.host = host.New(host.Options{
 		Token: hostToken, Version: "test", Home: h.home, Usage: h.ledger, Rates: h.gw.Rates,
 		AuditHandler: h.audit.Handler(), Web: web.Handler(),
-		System:       h.systemInfo,
+		System: h.systemInfo,
 		Chats: host.ManagerOptions{
 			Store: h.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: h.gwSrv.URL + "/v1"}), ModelName: "tier-5",
 			SystemPrompt: "test prompt", Tools: h.tools, Policy: h.pol, ApprovalTimeout: 5 * time.Minute,
