@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -394,5 +395,33 @@ func TestSchedulerJobsFailInIsolation(t *testing.T) {
 	if embed := find(func(r scheduler.Record) bool { return r.Job == "mail-embed" && r.Event == scheduler.EventEnd }); embed == nil ||
 		embed.Result != scheduler.ResultSkipped || !strings.Contains(embed.Error, "embeddings are off") {
 		t.Errorf("mail-embed run = %+v", embed)
+	}
+}
+
+// TestSchedulerBenchSmoke runs `steward bench scheduler` at smoke size: it
+// checks that every measurement is taken, not the figures.
+func TestSchedulerBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(buildSteward(t), "bench", "scheduler", "--messages", "200", "--idle", "3s", "--watch", "3", "--repeats", "1", "--out", out)
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+t.TempDir())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, b)
+	}
+	var rep schedulerBenchReport
+	data, _ := os.ReadFile(out)
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.BackfillSeconds <= 0 || len(rep.ReconcileSamples) != 1 || rep.IdleWindowSeconds < 3 || len(rep.Jobs) != 9 ||
+		len(rep.WatchSamples) != 3 || rep.WatchP95MS <= 0 || len(rep.Checks) != 3 {
+		t.Errorf("report = %s", data)
+	}
+	for _, j := range rep.Jobs {
+		if j.Name == "mail-reconcile" && (j.LastResult != scheduler.ResultOK || j.LastSummary["scanned"] != float64(rep.Files)) {
+			t.Errorf("mail-reconcile in the bench = %+v", j)
+		}
 	}
 }

@@ -303,3 +303,15 @@ func TestConfigureValidatesSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingsTableListsEveryJob keeps steward/config's settings table in
+// step with the job table.
+func TestSettingsTableListsEveryJob(t *testing.T) {
+	for _, j := range DefaultJobs() {
+		name := SettingName(j.Name, "MIN")
+		v, ok := config.Lookup(name)
+		if !ok || v.Default != fmt.Sprint(int(j.Interval/time.Minute)) {
+			t.Errorf("%s: settings table has %+v, want default %d", name, v, int(j.Interval/time.Minute))
+		}
+	}
+}
