@@ -58,6 +58,7 @@ type systemDeps struct {
 	engine     *watch.Engine
 	push       *push.Service
 
+	snapshot   sync.Mutex // held while a snapshot is built
 	mu         sync.Mutex
 	discovered map[string][]string // each server's last live catalog
 }
@@ -68,6 +69,11 @@ func (bg *background) extend(ctx context.Context, info *host.SystemInfo) {
 		return
 	}
 	d := bg.sys
+	// One snapshot at a time: the checks read the shared configuration,
+	// whose getters are not safe for concurrent use.
+	d.snapshot.Lock()
+	defer d.snapshot.Unlock()
+	specs, speech := d.storeSpecs(), d.speech()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	add := func(s host.ServiceStatus) {
@@ -85,9 +91,9 @@ func (bg *background) extend(ctx context.Context, info *host.SystemInfo) {
 		}
 	})
 	wg.Go(func() { add(d.watchStatus(ctx)) })
-	stores := d.stores(ctx)
+	stores := checkStores(ctx, specs)
 	disk := diskStatus(d.cfg.Home)
-	add(d.speech())
+	add(speech)
 	add(d.pushStatus())
 	if bg.watcher != nil {
 		add(bg.watcher.status())
@@ -256,8 +262,7 @@ func (d *systemDeps) storeSpecs() []storeSpec {
 	}
 }
 
-func (d *systemDeps) stores(ctx context.Context) []host.StoreStatus {
-	specs := d.storeSpecs()
+func checkStores(ctx context.Context, specs []storeSpec) []host.StoreStatus {
 	out := make([]host.StoreStatus, len(specs))
 	var wg sync.WaitGroup
 	for i, sp := range specs {
