@@ -362,27 +362,27 @@ func procCPU(pid int, descendants bool) float64 {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
-			continue
-		}
-		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(cmdline, []byte("\x00mcp\x00")) {
-			total += procStatCPU(p)
+		if fields := procStat(p); len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(cmdline, []byte("\x00mcp\x00")) {
+				total += procStatCPU(p)
+			}
 		}
 	}
 	return total
 }
 
-func procStatCPU(pid int) float64 {
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, …), or nil.
+func procStat(pid int) []string {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+}
+
+func procStatCPU(pid int) float64 {
+	fields := procStat(pid)
 	if len(fields) < 13 {
 		return 0
 	}

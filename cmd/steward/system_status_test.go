@@ -73,8 +73,7 @@ func connectorPID(t *testing.T, name string) int {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		stat, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		fields := procStat(pid)
 		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) && strings.HasSuffix(string(cmdline), "\x00mcp\x00"+name+"\x00") {
 			return pid
 		}

@@ -194,7 +194,10 @@ func (q *Queue) prepareConnector(ctx context.Context, name string) (state, detai
 	if r.Skipped != "" {
 		return Skipped, r.Skipped, nil
 	}
-	return Done, fmt.Sprintf("%d lookups, %d vectors warmed", max(r.Lookups, 1), r.Vectors), nil
+	if r.Lookups == 0 {
+		return Done, fmt.Sprintf("%d vectors warmed", r.Vectors), nil
+	}
+	return Done, fmt.Sprintf("%d lookups, %d vectors warmed", r.Lookups, r.Vectors), nil
 }
 
 // ErrNoPreparation is what Connectors.CallCustom wraps for a connector that

@@ -51,7 +51,7 @@ func newBGFixture(home string) *bgFixture {
 		lg.Append(r)
 	}
 	f.prep = searchprep.State{State: searchprep.Running, Tasks: []searchprep.Task{
-		{Name: "mail", State: searchprep.Done, Detail: "1 lookups, 1024 vectors warmed", DurationMS: 420},
+		{Name: "mail", State: searchprep.Done, Detail: "1024 vectors warmed", DurationMS: 420},
 		{Name: searchprep.ModelTask, State: searchprep.Running},
 		{Name: "calendar", State: searchprep.Queued},
 		{Name: "contacts", State: searchprep.Queued},
