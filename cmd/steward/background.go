@@ -101,14 +101,19 @@ func (bg *background) schedulerStatus() (jobs []scheduler.JobStatus, inProcess b
 // that is not configured or has no preparation request is skipped.
 type prepConnectors struct{ b *mcpbridge.Bridge }
 
-func (p prepConnectors) CallCustom(ctx context.Context, server, method string) (json.RawMessage, error) {
+func (p prepConnectors) Ready(ctx context.Context, server string) error {
 	known := false
 	for _, s := range p.b.Status() {
 		known = known || s.Name == server
 	}
 	if !known {
-		return nil, fmt.Errorf("no %s connector: %w", server, searchprep.ErrNoPreparation)
+		return fmt.Errorf("no %s connector: %w", server, searchprep.ErrNoPreparation)
 	}
+	_, err := p.b.Session(ctx, server)
+	return err
+}
+
+func (p prepConnectors) CallCustom(ctx context.Context, server, method string) (json.RawMessage, error) {
 	raw, err := p.b.CallCustom(ctx, server, method)
 	if errors.Is(err, mcpbridge.ErrMethodNotFound) {
 		return nil, fmt.Errorf("%w: %w", searchprep.ErrNoPreparation, err)

@@ -38,6 +38,8 @@ const (
 
 // Connectors is what preparation needs from the host's MCP connections.
 type Connectors interface {
+	// Ready waits until the connector is connected.
+	Ready(ctx context.Context, server string) error
 	// CallCustom sends a private request and returns its raw result.
 	CallCustom(ctx context.Context, server, method string) (json.RawMessage, error)
 	// WaitIdle returns once no tool call is in flight.
@@ -81,8 +83,11 @@ type Options struct {
 	Endpoints []Endpoint
 	// HTTPClient calls the endpoints (default: a plain client).
 	HTTPClient *http.Client
-	// TaskTimeout bounds each step (default 30 s).
+	// TaskTimeout bounds each step once its connector is up (default 30 s).
 	TaskTimeout time.Duration
+	// ConnectWait bounds the wait for a connector that is still starting
+	// (default 2 min: a slow machine may need a restart or two).
+	ConnectWait time.Duration
 	Logger      *slog.Logger
 }
 
@@ -105,6 +110,9 @@ func New(opts Options) *Queue {
 	}
 	if opts.TaskTimeout <= 0 {
 		opts.TaskTimeout = 30 * time.Second
+	}
+	if opts.ConnectWait <= 0 {
+		opts.ConnectWait = 2 * time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -137,15 +145,15 @@ func (q *Queue) Run(ctx context.Context) {
 		}
 		start := time.Now()
 		q.set(func() { q.tasks[i].State, q.tasks[i].Started = Running, &start })
-		tctx, cancel := context.WithTimeout(ctx, q.opts.TaskTimeout)
 		var state, detail string
 		var err error
 		if q.tasks[i].Name == ModelTask {
+			tctx, cancel := context.WithTimeout(ctx, q.opts.TaskTimeout)
 			state, detail, err = q.prepareModel(tctx)
+			cancel()
 		} else {
-			state, detail, err = q.prepareConnector(tctx, q.tasks[i].Name)
+			state, detail, err = q.prepareConnector(ctx, q.tasks[i].Name)
 		}
-		cancel()
 		if ctx.Err() != nil {
 			return
 		}
@@ -180,7 +188,18 @@ type connectorResult struct {
 }
 
 func (q *Queue) prepareConnector(ctx context.Context, name string) (state, detail string, err error) {
-	raw, err := q.opts.Connectors.CallCustom(ctx, name, Method)
+	wctx, cancel := context.WithTimeout(ctx, q.opts.ConnectWait)
+	err = q.opts.Connectors.Ready(wctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNoPreparation):
+		return Skipped, "no such connector", nil
+	case err != nil:
+		return "", "", fmt.Errorf("%s did not connect within %s: %w", name, q.opts.ConnectWait, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, q.opts.TaskTimeout)
+	defer cancel()
+	raw, err := q.opts.Connectors.CallCustom(tctx, name, Method)
 	switch {
 	case errors.Is(err, ErrNoPreparation):
 		return Skipped, "the connector has no search to prepare", nil

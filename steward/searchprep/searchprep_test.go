@@ -41,6 +41,8 @@ func (g *gatedConnectors) CallCustom(ctx context.Context, server, method string)
 	}
 }
 
+func (g *gatedConnectors) Ready(context.Context, string) error { return nil }
+
 func (g *gatedConnectors) WaitIdle(ctx context.Context) error {
 	select {
 	case <-g.idle:
