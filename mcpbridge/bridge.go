@@ -254,8 +254,7 @@ func (b *Bridge) Status() []ServerStatus {
 
 // Updates returns a channel that is closed at the next status change (a
 // server changing state, its tool list changing, or the last tool call in
-// flight ending). Take a new one after
-// each change.
+// flight ending). Take a new one after each change.
 func (b *Bridge) Updates() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -551,7 +550,7 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 
 	for _, m := range s.b.opts.CustomMethods {
 		if err := mcp.AddSendingCustomMethod[*customParams, *customResult](client, m); err != nil {
-			c.cancel()
+			c.close()
 			return nil, nil, fmt.Errorf("register %s: %w", m, err)
 		}
 	}
