@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -87,6 +88,9 @@ type Options struct {
 	// ClientName is the client name sent in the MCP handshake; default
 	// "agentstack".
 	ClientName string
+	// CustomMethods are private (non-MCP) requests the client may send with
+	// CallCustom, such as Steward's steward/prepareSearch.
+	CustomMethods []string
 }
 
 // ServerStatus is one server's state, for a System page or `--json` output.
@@ -118,6 +122,8 @@ type Bridge struct {
 	// after waits out a restart delay; tests replace it to hold and count
 	// restarts without sleeping.
 	after func(time.Duration) <-chan time.Time
+
+	active int // tool calls in flight; guarded by mu
 }
 
 // New prepares a bridge; nothing starts until Start. A server whose
@@ -247,8 +253,8 @@ func (b *Bridge) Status() []ServerStatus {
 }
 
 // Updates returns a channel that is closed at the next status change (a
-// server changing state, or its tool list changing). Take a new one after
-// each change.
+// server changing state, its tool list changing, or the last tool call in
+// flight ending). Take a new one after each change.
 func (b *Bridge) Updates() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -279,6 +285,70 @@ func (b *Bridge) Session(ctx context.Context, name string) (*mcp.ClientSession, 
 		return nil, fmt.Errorf("wait for MCP server %q: %w", name, err)
 	}
 	return sess, nil
+}
+
+// ErrMethodNotFound reports a custom request the server does not provide.
+var ErrMethodNotFound = errors.New("method not provided by the server")
+
+type customParams struct{ mcp.ParamsBase }
+
+type customResult struct {
+	mcp.ResultBase
+	raw json.RawMessage
+}
+
+func (r *customResult) UnmarshalJSON(b []byte) error {
+	r.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// CallCustom sends the private request method (one of Options.CustomMethods)
+// with empty parameters to the named server, waiting for it to be ready, and
+// returns the raw result. A server without the method gives
+// ErrMethodNotFound.
+func (b *Bridge) CallCustom(ctx context.Context, name, method string) (json.RawMessage, error) {
+	sess, err := b.Session(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := mcp.CallCustomMethod[*customParams, *customResult](ctx, sess, method, &customParams{})
+	if err != nil {
+		var we *jsonrpc.Error
+		if errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound {
+			return nil, fmt.Errorf("%s on %s: %w", method, name, ErrMethodNotFound)
+		}
+		s := b.serverByName(name)
+		return nil, fmt.Errorf("%s on %s: %s", method, name, s.mask(err.Error()))
+	}
+	return res.raw, nil
+}
+
+func (b *Bridge) serverByName(name string) *server {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.serverLocked(name)
+}
+
+func (b *Bridge) callStarted() {
+	b.mu.Lock()
+	b.active++
+	b.mu.Unlock()
+}
+
+func (b *Bridge) callEnded() {
+	b.mu.Lock()
+	b.active--
+	if b.active == 0 {
+		b.notifyLocked()
+	}
+	b.mu.Unlock()
+}
+
+// WaitIdle blocks until no tool call is in flight on any server (or ctx
+// ends), for background work that should not compete with interactive
+// calls.
+func (b *Bridge) WaitIdle(ctx context.Context) error {
+	return b.waitFor(ctx, func() (bool, error) { return b.active == 0, nil })
 }
 
 // WaitStarted blocks until every server has finished its first start
@@ -478,6 +548,13 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 		},
 	})
 
+	for _, m := range s.b.opts.CustomMethods {
+		if err := mcp.AddSendingCustomMethod[*customParams, *customResult](client, m); err != nil {
+			c.close()
+			return nil, nil, fmt.Errorf("register %s: %w", m, err)
+		}
+	}
+
 	startCtx, cancel := context.WithTimeout(c.ctx, s.b.opts.StartTimeout)
 	defer cancel()
 	// A server that dies during the handshake fails the start at once, even
@@ -660,6 +737,8 @@ func (t *bridgeTool) Call(ctx context.Context, args json.RawMessage) (agent.Tool
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)() // the server stopping ends the call
+	s.b.callStarted()
+	defer s.b.callEnded()
 	res, err := c.sess.CallTool(callCtx, &mcp.CallToolParams{Name: t.remote, Arguments: arguments})
 	switch {
 	case err == nil:

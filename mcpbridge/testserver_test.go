@@ -139,9 +139,17 @@ func runTestServer() int {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return textResult("dotted"), nil
 		})
+	mcp.AddReceivingCustomMethod(s, "test/ping", func(context.Context, *mcp.ServerSession, *customParams) (*pingResult, error) {
+		return &pingResult{Pong: "pong"}, nil
+	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "testserver:", err)
 		return 1
 	}
 	return 0
+}
+
+type pingResult struct {
+	mcp.ResultBase
+	Pong string `json:"pong"`
 }

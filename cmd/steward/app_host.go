@@ -21,6 +21,7 @@ import (
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
+	"github.com/agentstack/agentstack/steward/searchprep"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
@@ -112,7 +113,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
-	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp")})
+	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
+		CustomMethods: []string{searchprep.Method}})
 	bridge.Start(ctx)
 	st.push(bridge.Close)
 
@@ -139,6 +141,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if d.gw != nil {
 		rates = d.gw.Rates
 	}
+	var bg *background // started once the host exists; read by the System page
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
@@ -147,6 +150,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 			info := systemInfo(ctx, d.gatewayURL, bridge)
 			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
 			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
+			bg.extend(ctx, &info)
 			return info
 		},
 		Chats: host.ManagerOptions{
@@ -208,5 +212,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		wg.Wait()
 		return engine.Close()
 	})
+	if bg, err = startBackground(ctx, env, d, bridge, h, engine, pushSvc, st); err != nil {
+		return nil, err
+	}
 	return h, nil
 }

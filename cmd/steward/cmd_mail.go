@@ -162,7 +162,7 @@ func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, 
 	}
 	_, store, err := openMirror(ctx, env)
 	if err != nil {
-		return err
+		return asNotConfigured(err, mail.ErrNoConfig)
 	}
 	defer store.Close()
 	opts := mirror.SyncOptions{Mode: mode, Workers: *workers}
@@ -241,11 +241,11 @@ func mailEmbed(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	s, err := mailSettings(env)
 	if err != nil {
-		return err
+		return asNotConfigured(err, mail.ErrNoConfig)
 	}
 	emb := s.Embedder("mail-mirror", "embed")
 	if emb == nil {
-		return fmt.Errorf("embeddings are off (%s); search stays lexical", s.EmbedOff)
+		return notConfiguredError{fmt.Errorf("embeddings are off (%s); search stays lexical", s.EmbedOff)}
 	}
 	store, err := mirrorFor(ctx, env, s)
 	if err != nil {

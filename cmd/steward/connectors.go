@@ -9,18 +9,12 @@ import (
 	"github.com/agentstack/agentstack/steward/config"
 )
 
-// connectorServers returns the MCP servers the host starts: Steward's own
-// connectors (this binary, `steward mcp NAME`) and the user's servers from
-// STEWARD_HOME/mcp.json. A malformed mcp.json or a user server that takes a
-// connector's name stops start-up.
-func connectorServers(cfg *config.Config, gatewayURL, gatewayKey string) ([]mcpbridge.ServerConfig, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find the steward binary for its connectors: %w", err)
-	}
-	// A connector reads STEWARD_HOME/config.env itself; it is also given the
-	// settings of this process's environment that Steward knows, so that a
-	// value set only in the environment reaches it too.
+// ownChildEnv is the environment Steward gives its own child processes
+// (connectors, scheduler jobs) on top of the allow-listed basics. A child
+// reads STEWARD_HOME/config.env itself; it is also given the settings of
+// this process's environment that Steward knows, so that a value set only
+// in the environment reaches it too, but no secret besides the gateway key.
+func ownChildEnv(cfg *config.Config, gatewayURL, gatewayKey string) map[string]string {
 	env := map[string]string{"STEWARD_HOME": cfg.Home, "GATEWAY_BASE_URL": gatewayURL}
 	if gatewayKey != "" {
 		env["GATEWAY_API_KEY"] = gatewayKey
@@ -33,6 +27,19 @@ func connectorServers(cfg *config.Config, gatewayURL, gatewayKey string) ([]mcpb
 			env[v.Name] = val
 		}
 	}
+	return env
+}
+
+// connectorServers returns the MCP servers the host starts: Steward's own
+// connectors (this binary, `steward mcp NAME`) and the user's servers from
+// STEWARD_HOME/mcp.json. A malformed mcp.json or a user server that takes a
+// connector's name stops start-up.
+func connectorServers(cfg *config.Config, gatewayURL, gatewayKey string) ([]mcpbridge.ServerConfig, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the steward binary for its connectors: %w", err)
+	}
+	env := ownChildEnv(cfg, gatewayURL, gatewayKey)
 	var servers []mcpbridge.ServerConfig
 	own := map[string]bool{}
 	for _, name := range mcpNames() {

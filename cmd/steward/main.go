@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/scheduler"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -110,6 +111,9 @@ func runCommand(ctx context.Context, c *command, env *cliEnv, args []string) int
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(env.Stderr, "run 'steward %s --help' for usage\n", c.Name)
 		return 2
+	case errors.As(err, new(notConfiguredError)):
+		fmt.Fprintf(env.Stderr, "steward %s: %v\n", c.Name, err)
+		return scheduler.ExitNotConfigured
 	default:
 		fmt.Fprintf(env.Stderr, "steward %s: %v\n", c.Name, err)
 		return 1

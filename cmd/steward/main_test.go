@@ -3,18 +3,20 @@ package main
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 )
 
 // TestMain lets the test binary stand in for the steward binary when the
-// host under test spawns its connectors (`<self> mcp NAME`), so that serve
-// tests run real connector processes instead of re-running the tests, and
-// as a user's MCP server (runTestMCPServer).
+// host under test spawns its connectors (`<self> mcp NAME`) or the scheduler
+// its jobs (`<self> mail reconcile --json`), so that serve tests run real
+// child processes instead of re-running the tests, and as a user's MCP
+// server (runTestMCPServer).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == testMCPServerArg {
 		os.Exit(runTestMCPServer(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "mcp" {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.") {
 		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
 	os.Exit(m.Run())

@@ -31,6 +31,7 @@ import (
 	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/sqlitedb/csqlite"
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // pimConnector describes a connector whose sources are listed in
@@ -101,7 +102,7 @@ func (p pimConnector[C]) run(ctx context.Context, env *cliEnv, args []string, j 
 	}
 	c, err := p.loadConfig(configPath)
 	if err != nil {
-		return err
+		return asNotConfigured(err, localsource.ErrNotConfigured)
 	}
 	var emb vecindex.Embedder
 	if !*noEmbed {

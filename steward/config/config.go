@@ -43,6 +43,7 @@ type Config struct {
 	Warnings []string
 
 	getenv func(string) (string, bool)
+	osEnv  bool // getenv is the process environment
 	file   map[string]string
 	errs   []error
 }
@@ -61,7 +62,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	if err := ensurePrivateDir(home); err != nil {
 		return nil, err
 	}
-	c := &Config{Home: home, getenv: getenv, file: map[string]string{}}
+	c := &Config{Home: home, getenv: getenv, osEnv: opts.Getenv == nil, file: map[string]string{}}
 	path := filepath.Join(home, EnvFileName)
 	f, err := os.Open(path)
 	switch {
@@ -342,6 +343,30 @@ func (c *Config) Environ(names ...string) []string {
 	for _, n := range names {
 		if v, ok := c.Lookup(n); ok {
 			out = append(out, n+"="+v)
+		}
+	}
+	return out
+}
+
+// Names returns the names starting with prefix that are set in config.env
+// or the process environment, for families of settings such as SCHED_*,
+// whose misspelt members must be reported rather than ignored.
+func (c *Config) Names(prefix string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(k string) {
+		if strings.HasPrefix(k, prefix) && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for k := range c.file {
+		add(k)
+	}
+	if c.osEnv {
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			add(k)
 		}
 	}
 	return out

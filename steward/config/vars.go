@@ -73,12 +73,24 @@ var Vars = []Var{
 	{Name: "LLM_WIKI_API_TOKEN", Default: "STEWARD_HOME/wiki-api-token", Purpose: "Bearer token of the wiki API.", Secret: true},
 	{Name: "WATCH_DB", Default: "$STEWARD_HOME/watches.db", Purpose: "Watch store path."},
 	{Name: "WATCH_POLL_MS", Default: "45000", Purpose: "Watch polling interval, at least 15000."},
+	{Name: "STEWARD_SCHEDULER", Default: "on", Purpose: "Run the background job scheduler inside steward serve; off disables it (run steward scheduler instead)."},
+	{Name: "SCHED_MAIL_RECONCILE_MIN", Default: "10", Purpose: "mail-reconcile interval in minutes (1–1440)."},
+	{Name: "SCHED_MAIL_EMBED_MIN", Default: "15", Purpose: "mail-embed interval in minutes (1–1440)."},
+	{Name: "SCHED_CALENDAR_SYNC_MIN", Default: "10", Purpose: "calendar-sync interval in minutes (1–1440)."},
+	{Name: "SCHED_CONTACTS_INDEX_MIN", Default: "60", Purpose: "contacts-index interval in minutes (1–1440)."},
+	{Name: "SCHED_WRITE_OPS_MAIL_MIN", Default: "10", Purpose: "write-ops-mail interval in minutes (1–1440)."},
+	{Name: "SCHED_WRITE_OPS_CALENDAR_MIN", Default: "10", Purpose: "write-ops-calendar interval in minutes (1–1440)."},
+	{Name: "SCHED_WRITE_OPS_SEND_DUE_MIN", Default: "2", Purpose: "write-ops-send-due interval in minutes (1–1440)."},
+	{Name: "SCHED_MAIL_DISTILL_MIN", Default: "15", Purpose: "mail-distill interval in minutes (1–1440)."},
+	{Name: "SCHED_ACTION_CENTER_MIN", Default: "10", Purpose: "action-center interval in minutes (1–1440)."},
+	{Name: "SCHED_<JOB>_TIMEOUT_MIN", Default: "per job", Purpose: "Per-run timeout of a job in minutes; SCHED_<JOB>_SEC and SCHED_<JOB>_TIMEOUT_SEC give seconds (tests)."},
 }
 
 // varPrefixes are families of settings named by pattern, such as the
 // scheduler's SCHED_<JOB>_MIN intervals.
 var varPrefixes = []struct{ prefix, suffix string }{
 	{"SCHED_", "_MIN"},
+	{"SCHED_", "_SEC"},
 }
 
 // Lookup returns the documented setting called name.

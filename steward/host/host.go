@@ -59,6 +59,7 @@ type Host struct {
 	files          *files
 	originPatterns []string
 	allowedOrigins map[string]bool
+	health         healthLog // last state of each System page item
 
 	ctx    context.Context // cancelled by Close: ends turns and connections
 	cancel context.CancelFunc

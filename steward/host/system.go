@@ -31,6 +31,9 @@ const (
 type ToolInfo struct {
 	Name   string
 	Source string
+	// Scope is where the tool can be used: chat, call, watch or all
+	// (default chat).
+	Scope string
 }
 
 // SystemInfo is what Options.System adds to the host's own status: the
@@ -39,12 +42,17 @@ type ToolInfo struct {
 type SystemInfo struct {
 	Services []ServiceStatus
 	Tools    []ToolInfo
+	systemSections
 }
 
 // ToolStatus is one row of the tool inventory.
 type ToolStatus struct {
-	Name      string     `json:"name"`
-	Source    string     `json:"source"`
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Scope  string `json:"scope"`
+	// Available is false for a tool known from the bundled manifest whose
+	// connector is down: it stays listed, with its policy and history.
+	Available bool       `json:"available"`
 	Decision  string     `json:"decision"` // allow, gate, deny: the policy now
 	Calls     int        `json:"calls"`
 	Errors    int        `json:"errors"`
@@ -59,6 +67,7 @@ type SystemStatus struct {
 	Host        ServiceStatus   `json:"host"`
 	Services    []ServiceStatus `json:"services"`
 	Tools       []ToolStatus    `json:"tools"`
+	systemSections
 }
 
 // systemDeadline bounds one status snapshot: probes that take longer are
@@ -80,16 +89,22 @@ func (h *Host) handleSystemStatus(w http.ResponseWriter, r *http.Request) {
 	if h.opts.System != nil {
 		info = h.opts.System(ctx)
 		st.Services = append(st.Services, info.Services...)
+		st.systemSections = info.systemSections
 	}
-	tools := map[string]string{AskUserTool: "host"}
+	if st.Stores == nil {
+		st.Stores = []StoreStatus{}
+	}
+	tools := map[string]ToolInfo{AskUserTool: {Name: AskUserTool, Source: "host"}}
 	for _, t := range info.Tools {
-		tools[t.Name] = t.Source
+		tools[t.Name] = t
 	}
+	live := map[string]bool{AskUserTool: true}
 	if h.manager != nil {
 		for _, t := range h.manager.opts.Tools() {
 			name := t.Spec().Name
+			live[name] = true
 			if _, known := tools[name]; !known {
-				tools[name] = toolSource(name)
+				tools[name] = ToolInfo{Name: name, Source: toolSource(name)}
 			}
 		}
 	}
@@ -99,15 +114,19 @@ func (h *Host) handleSystemStatus(w http.ResponseWriter, r *http.Request) {
 		st.Services = append(st.Services, ServiceStatus{Name: "usage ledger", State: StateWarning, Detail: "tool totals unavailable; see the host log"})
 	}
 	pol := h.opts.Chats.Policy
-	for name, source := range tools {
+	for name, ti := range tools {
 		ts := stats[name]
-		ts.Name, ts.Source, ts.Decision = name, source, string(policy.Gate)
+		ts.Name, ts.Source, ts.Scope, ts.Available, ts.Decision = name, ti.Source, ti.Scope, live[name], string(policy.Gate)
+		if ts.Scope == "" {
+			ts.Scope = "chat"
+		}
 		if pol != nil {
 			ts.Decision = string(pol.Decide(name))
 		}
 		st.Tools = append(st.Tools, ts)
 	}
 	sort.Slice(st.Tools, func(i, j int) bool { return st.Tools[i].Name < st.Tools[j].Name })
+	h.auditHealth(r.Context(), &st)
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -113,8 +113,18 @@ type Service struct {
 	log  *slog.Logger
 	keys vapidKeys
 
-	mu   sync.Mutex
-	subs []Subscription
+	mu     sync.Mutex
+	subs   []Subscription
+	last   Report    // the latest Send's report, for the System page
+	lastAt time.Time // zero until a Send in this process
+}
+
+// LastReport returns the latest delivery report of this process and when it
+// was made; ok is false before the first send.
+func (s *Service) LastReport() (at time.Time, rep Report, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAt, s.last, !s.lastAt.IsZero()
 }
 
 // Open loads (generating on first use) the VAPID keys and the subscriptions.
@@ -370,6 +380,9 @@ func (s *Service) Send(ctx context.Context, n Notification) Report {
 		rep.Pruned = len(gone)
 	}
 	s.log.Info("push sent", "attempted", rep.Attempted, "delivered", rep.Delivered, "failed", rep.Failed, "pruned", rep.Pruned)
+	s.mu.Lock()
+	s.last, s.lastAt = rep, s.opts.Now()
+	s.mu.Unlock()
 	return rep
 }
 

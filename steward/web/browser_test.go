@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentstack/agentstack/steward/searchprep"
 	"github.com/agentstack/agentstack/steward/watch"
 )
 
@@ -543,8 +544,15 @@ func TestBrowserDesktop(t *testing.T) {
 		if st := eval[string](b, `document.querySelector('.service[data-name="gateway"]')?.dataset.state`); st != "ok" {
 			t.Errorf("gateway state = %q", st)
 		}
+		testSystemBackground(t, b, h)
 		b.allLabelled("system")
 		b.shot("system-desktop")
+		testSystemSectionsFit(t, b, "desktop")
+		// The preparation banner goes once every task has finished.
+		h.bg.setPrep(searchprep.State{State: searchprep.Done, Tasks: []searchprep.Task{
+			{Name: "mail", State: searchprep.Done}, {Name: searchprep.ModelTask, State: searchprep.Done},
+			{Name: "calendar", State: searchprep.Skipped}, {Name: "contacts", State: searchprep.Done}}})
+		b.wait(`document.getElementById('prep-banner')?.hidden === true`)
 	})
 
 	t.Run("notify.js: payloads, clicks, messages and URLs (the module the service worker imports)", func(t *testing.T) {
@@ -701,6 +709,9 @@ func TestBrowserMobile(t *testing.T) {
 				t.Errorf("the %s page is %d px wide", page, w)
 			}
 			b.shot(page + "-mobile")
+			if page == "system" {
+				testSystemSectionsFit(t, b, "mobile")
+			}
 		}
 	})
 

@@ -75,12 +75,15 @@ type harness struct {
 	pushSent  []string            // paths the push service received
 	hold      chan struct{}       // the next plain reply streams its first chunk, then waits
 	seq       int
+
+	bg *bgFixture // the background plane the System page shows
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, home: t.TempDir(), calls: map[string][]string{}}
+	h.bg = newBGFixture(h.home)
 	h.provider = llmtest.NewServer(t)
 	h.provider.Handle(h.script)
 	var err error
@@ -133,9 +136,7 @@ func (h *harness) start(addr string) {
 	h.host = host.New(host.Options{
 		Token: hostToken, Version: "test", Home: h.home, Usage: h.ledger, Rates: h.gw.Rates,
 		AuditHandler: h.audit.Handler(), Web: web.Handler(),
-		System: func(ctx context.Context) host.SystemInfo {
-			return host.SystemInfo{Services: []host.ServiceStatus{host.ProbeHTTP(ctx, nil, "gateway", h.gwSrv.URL+"/health")}}
-		},
+		System: h.systemInfo,
 		Chats: host.ManagerOptions{
 			Store: h.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: h.gwSrv.URL + "/v1"}), ModelName: "tier-5",
 			SystemPrompt: "test prompt", Tools: h.tools, Policy: h.pol, ApprovalTimeout: 5 * time.Minute,
@@ -152,6 +153,7 @@ func (h *harness) start(addr string) {
 			next.ServeHTTP(w, r)
 		}))
 	})
+	h.mountPreparation()
 	var ln net.Listener
 	var err error
 	// A restarted host takes the same port; the old socket may linger briefly.

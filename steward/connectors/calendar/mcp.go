@@ -14,7 +14,8 @@ Recurring events appear once per occurrence with occurrenceStart; pass it to rea
 Windows are limited to 366 days and 1,000 occurrences. Results reflect the last sync, not a reservation of time.`
 
 // NewMCPServer returns the calendar connector's MCP server with the tools
-// search_events, read_event, list_calendars and check_availability.
+// search_events, read_event, list_calendars and check_availability,
+// plus the private steward/prepareSearch request.
 //
 // open is called by each tool call until it succeeds, so a connector started
 // before the first sync serves as soon as the index exists.
@@ -63,7 +64,15 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 			"free gaps, and all-day events listed apart. Cancelled and free (transparent) events do not block time.",
 		Annotations: ro,
 	}, mcptool.Handler(open, (*Service).CheckAvailability))
+	// The method name is a constant, so registration cannot fail.
+	_ = mcptool.AddPrepareSearch(s, open, ErrNoIndex, (*Service).Prepare)
 	return s
+}
+
+// Prepare warms the index for the host's start-up preparation: a keyword
+// lookup and one vector KNN, without returning content.
+func (svc *Service) Prepare(ctx context.Context) (mcptool.PrepareResult, error) {
+	return mcptool.WarmIndex(ctx, svc.idx.db, "events_fts", "events_vec")
 }
 
 // OpenService returns an opener for NewMCPServer that opens the index at

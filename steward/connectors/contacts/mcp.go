@@ -14,7 +14,8 @@ When the result is ambiguous, ask the user which person or address is meant.
 A contact's uid is Steward's sidecar id; the native person ids of the contributing sources are in read_contact's sources.`
 
 // NewMCPServer returns the contacts connector's MCP server with the tools
-// search_contacts, read_contact and resolve_recipient.
+// search_contacts, read_contact and resolve_recipient,
+// plus the private steward/prepareSearch request.
 //
 // open is called by each tool call until it succeeds, so a connector started
 // before the first sync serves as soon as the index exists.
@@ -48,7 +49,15 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 			"each with the reasons it matched. It never chooses: when ambiguous is true, ask the user before proposing a message.",
 		Annotations: ro,
 	}, mcptool.Handler(open, (*Service).ResolveRecipient))
+	// The method name is a constant, so registration cannot fail.
+	_ = mcptool.AddPrepareSearch(s, open, ErrNoIndex, (*Service).Prepare)
 	return s
+}
+
+// Prepare warms the index for the host's start-up preparation: a keyword
+// lookup and one vector KNN, without returning content.
+func (svc *Service) Prepare(ctx context.Context) (mcptool.PrepareResult, error) {
+	return mcptool.WarmIndex(ctx, svc.idx.db, "people_fts", "people_vec")
 }
 
 // OpenService returns an opener for NewMCPServer that opens the index at

@@ -40,6 +40,10 @@ type LoadOptions[C any] struct {
 	Discover func() *C
 }
 
+// ErrNotConfigured reports that a connector has no configuration file and
+// nothing was discovered: its jobs have nothing to do yet.
+var ErrNotConfigured = errors.New("not configured")
+
 // Load reads the configuration file at path (at most MaxConfigBytes). When
 // the file does not exist it returns o.Discover's configuration or an error
 // that shows how to create the file.
@@ -51,7 +55,7 @@ func Load[C any](path string, o LoadOptions[C]) (*C, error) {
 				return c, nil
 			}
 		}
-		return nil, fmt.Errorf("no %s sources: %s does not exist; create it with, for example:\n%s", o.What, path, o.Example)
+		return nil, fmt.Errorf("%w: no %s sources: %s does not exist; create it with, for example:\n%s", ErrNotConfigured, o.What, path, o.Example)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s config: %w", o.What, err)

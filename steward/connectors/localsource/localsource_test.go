@@ -118,7 +118,7 @@ func TestLoad(t *testing.T) {
 	}{
 		{name: "file", content: ptr("sources: [{name: a, kind: file, path: /n}]\n"), want: "/n"},
 		{name: "missing, discovered", discover: true, want: found},
-		{name: "missing, nothing discovered", want: "no notes sources: " + filepath.Join(dir, "notes.yaml") + " does not exist; create it with, for example:\nsources: []"},
+		{name: "missing, nothing discovered", want: "not configured: no notes sources: " + filepath.Join(dir, "notes.yaml") + " does not exist; create it with, for example:\nsources: []"},
 		{name: "invalid names the file", content: ptr("sources: []\n"), want: filepath.Join(dir, "notes.yaml") + ": sources: at least one source is needed"},
 		{name: "too large", content: ptr(strings.Repeat("#", localsource.MaxConfigBytes+1)), want: "read notes config: "},
 	} {
@@ -136,6 +136,9 @@ func TestLoad(t *testing.T) {
 				}
 			}
 			c, err := localsource.Load(path, o)
+			if notConfigured := errors.Is(err, localsource.ErrNotConfigured); notConfigured != (tc.name == "missing, nothing discovered") {
+				t.Errorf("errors.Is(%v, ErrNotConfigured) = %v", err, notConfigured)
+			}
 			got := ""
 			if err != nil {
 				got = err.Error()

@@ -88,6 +88,9 @@ type WatchOptions struct {
 	// Reconcile is the interval of the authoritative full reconcile (default
 	// 10 min); the first one runs at start.
 	Reconcile time.Duration
+	// EventsOnly leaves reconcile to someone else (the scheduler's
+	// mail-reconcile job): no reconcile at start nor periodically.
+	EventsOnly bool
 	// Events enables file-system events (default on, except on macOS, where
 	// kqueue would need one descriptor per Mail folder and periodic
 	// reconcile is used alone).
@@ -137,16 +140,20 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) error {
 		st, err := s.Sync(ctx, SyncOptions{Mode: Reconcile, Parse: opts.Parse})
 		report(st, err)
 	}
-	reconcile()
-	ticker := time.NewTicker(opts.Reconcile)
-	defer ticker.Stop()
+	var tick <-chan time.Time
+	if !opts.EventsOnly {
+		reconcile()
+		ticker := time.NewTicker(opts.Reconcile)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	pending := map[string]bool{}
 	var flush <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ticker.C:
+		case <-tick:
 			reconcile()
 		case ev, ok := <-events:
 			if !ok {

@@ -98,6 +98,7 @@ class App {
     performance.mark('steward-ready');
     document.documentElement.dataset.ready = '1';
     this.setupPush();
+    import('./background.js').then((m) => m.startBanner()); // the start-up search preparation
   }
 
   // openPendingChat shows the chat a notification asked for, once the

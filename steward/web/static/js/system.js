@@ -5,6 +5,7 @@
 import { h, clear, table, fmtInt, fmtTime } from './dom.js';
 import { api, tokens } from './conn.js';
 import { controls as notificationControls } from './notifications.js';
+import { sections as backgroundSections } from './background.js';
 
 export function render(app) {
   const body = h('div', { 'aria-live': 'polite' });
@@ -38,10 +39,11 @@ function status(s) {
   return [
     h('h3', null, 'Services'),
     h('div', { class: 'services' }, [s.host, ...(s.services || [])].filter(Boolean).map(service)),
+    ...backgroundSections(s),
     h('h3', null, 'Tools'),
     table(`Tool inventory (${(s.tools || []).length})`, [
       { label: 'Tool', get: (t) => h('code', null, t.name) },
-      { label: 'Source', get: (t) => t.source },
+      { label: 'Source', get: (t) => (t.available === false ? [t.source, ' ', h('span', { class: 'badge warn', dataset: { unavailable: '1' } }, 'unavailable')] : t.source) },
       { label: 'Policy', get: (t) => h('span', { class: ['badge', decisionClass[t.decision]] }, t.decision) },
       { label: 'Calls', get: (t) => fmtInt(t.calls), num: true },
       { label: 'Errors', get: (t) => fmtInt(t.errors), num: true },

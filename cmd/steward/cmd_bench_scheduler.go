@@ -1,0 +1,450 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/connectors/mail/bench"
+	"github.com/agentstack/agentstack/steward/scheduler"
+)
+
+func init() {
+	registerBench(&benchmark{Name: "scheduler", Summary: "idle serve CPU with every job scheduled, unchanged reconcile vs notmuch new, watcher latency", Run: schedulerBench})
+}
+
+// schedulerBenchReport is `steward bench scheduler`'s JSON report.
+type schedulerBenchReport struct {
+	Command     string `json:"command"`
+	Machine     string `json:"machine"`
+	Date        string `json:"date"`
+	LoadAverage string `json:"loadAverage,omitempty"`
+	Messages    int    `json:"messages"`
+	Files       int    `json:"files"`
+
+	BackfillSeconds float64 `json:"backfillSeconds"`
+	// Unchanged-tree runs: each figure is the median of Repeats runs.
+	Repeats          int       `json:"repeats"`
+	ReconcileSeconds float64   `json:"reconcileSeconds"`
+	NotmuchSeconds   float64   `json:"notmuchSeconds,omitempty"`
+	NotmuchVersion   string    `json:"notmuchVersion,omitempty"`
+	NotmuchNote      string    `json:"notmuchNote,omitempty"`
+	ReconcileSamples []float64 `json:"reconcileSamples"`
+	NotmuchSamples   []float64 `json:"notmuchSamples,omitempty"`
+
+	// Idle serve: CPU of the serve process and its connectors, outside job runs.
+	IdleWindowSeconds   float64               `json:"idleWindowSeconds"`
+	IdleMeasuredSeconds float64               `json:"idleMeasuredSeconds"` // the window minus job runs
+	IdleCPUPercent      float64               `json:"idleCpuPercent"`      // of one core: serve + connectors
+	IdleServeCPUPercent float64               `json:"idleServeCpuPercent"` // serve alone
+	JobRunsInWindow     int                   `json:"jobRunsInWindow"`
+	Jobs                []scheduler.JobStatus `json:"jobs"`
+
+	// Watcher: new Maildir file to a search_mail hit.
+	WatchMessages int       `json:"watchMessages"`
+	WatchP50MS    float64   `json:"watchP50Ms"`
+	WatchP95MS    float64   `json:"watchP95Ms"`
+	WatchMaxMS    float64   `json:"watchMaxMs"`
+	WatchSamples  []float64 `json:"watchSamplesMs"`
+
+	Checks []bench.Check `json:"checks"`
+}
+
+// tailText keeps the end of a child's output for an error message.
+func tailText(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 400 {
+		s = "…" + s[len(s)-400:]
+	}
+	return s
+}
+
+func schedulerBench(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "bench scheduler", "[options]", `
+Generates a synthetic Maildir at the reference archive's scale (78,000 messages) and backfills it,
+then measures, in one run:
+  - an incremental 'steward mail reconcile' of the unchanged tree beside 'notmuch new' on the same
+    unchanged tree (medians of --repeats runs each);
+  - an idle 'steward serve' (child process) with every scheduler job at its default interval and the
+    mail watcher on: CPU of serve and its connector processes over --idle, outside job runs;
+  - the watcher: --watch new messages dropped one by one into the Maildir, each timed from its
+    rename into new/ to its first hit through search_mail (p50/p95/max).
+Writes a JSON report; see docs/benchmarks.md.`)
+	out := fs.String("out", "scheduler-bench.json", "report file")
+	dir := fs.String("dir", "", "working folder (default: a temporary folder, removed afterwards)")
+	keep := fs.Bool("keep", false, "keep the working folder")
+	messages := fs.Int("messages", 78000, "messages to generate")
+	idle := fs.Duration("idle", 10*time.Minute, "idle measuring window")
+	watchN := fs.Int("watch", 100, "messages for the watcher latency")
+	repeats := fs.Int("repeats", 3, "runs of reconcile and notmuch new on the unchanged tree")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the steward executable: %w", err)
+	}
+	work := *dir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "steward-bench-scheduler-"); err != nil {
+			return err
+		}
+		if !*keep {
+			defer os.RemoveAll(work)
+		}
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(env.Stderr, format+"\n", a...) }
+	rep := &schedulerBenchReport{Command: "steward bench scheduler " + strings.Join(args, " "), Machine: machineDescription(),
+		Date: time.Now().UTC().Format(time.RFC3339), Messages: *messages, Repeats: *repeats, WatchMessages: *watchN}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.LoadAverage = strings.TrimSpace(string(b))
+	}
+
+	logf("generating %d messages in %s", *messages, work)
+	man, err := bench.Generate(ctx, bench.GenOptions{Dir: work, Messages: *messages})
+	if err != nil {
+		return err
+	}
+	rep.Files = man.Files
+	home := filepath.Join(work, "home")
+	os.MkdirAll(home, 0o700)
+	mailYAML := "accounts:\n  - name: bench\n    kind: maildir\n    root: " + man.Root + "\n    addresses: [me@example.com]\n"
+	if err := os.WriteFile(filepath.Join(home, "mail.yaml"), []byte(mailYAML), 0o600); err != nil {
+		return err
+	}
+	// No embedding model runs here: mail-embed reports itself not configured.
+	if err := os.WriteFile(filepath.Join(home, "config.env"), []byte("MAIL_EMBED_ENDPOINT=off\n"), 0o600); err != nil {
+		return err
+	}
+	childEnv := append(os.Environ(), "STEWARD_HOME="+home)
+	runChild := func(args ...string) (float64, error) {
+		cmd := exec.CommandContext(ctx, self, args...)
+		cmd.Env = childEnv
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("steward %s: %v: %s", strings.Join(args, " "), err, tailText(errb.String()))
+		}
+		return time.Since(start).Seconds(), nil
+	}
+	logf("backfill")
+	if rep.BackfillSeconds, err = runChild("mail", "backfill", "--json"); err != nil {
+		return err
+	}
+	logf("  %.1f s", rep.BackfillSeconds)
+
+	nm, nmCfg := exec.Command("notmuch", "--version"), filepath.Join(work, "notmuch-config")
+	if v, err := nm.Output(); err != nil {
+		rep.NotmuchNote = "notmuch is not installed (apt-get install notmuch); the comparison was skipped"
+	} else {
+		rep.NotmuchVersion = strings.TrimSpace(string(v))
+		dbDir := filepath.Join(work, "notmuch-db")
+		os.MkdirAll(dbDir, 0o700)
+		conf := fmt.Sprintf("[database]\npath=%s\nmail_root=%s\n\n[user]\nname=Bench\nprimary_email=me@example.com\n\n[new]\ntags=unread;inbox;\nignore=\n\n[maildir]\nsynchronize_flags=true\n", dbDir, man.Root)
+		os.WriteFile(nmCfg, []byte(conf), 0o600)
+		logf("notmuch new (initial index, not timed)")
+		if out, err := exec.CommandContext(ctx, "notmuch", "--config="+nmCfg, "new", "--quiet").CombinedOutput(); err != nil {
+			rep.NotmuchNote = fmt.Sprintf("notmuch new failed: %v: %s", err, tailText(string(out)))
+		}
+	}
+	for i := 0; i < *repeats; i++ {
+		s, err := runChild("mail", "reconcile", "--json")
+		if err != nil {
+			return err
+		}
+		rep.ReconcileSamples = append(rep.ReconcileSamples, s)
+		if rep.NotmuchVersion != "" && rep.NotmuchNote == "" {
+			start := time.Now()
+			if out, err := exec.CommandContext(ctx, "notmuch", "--config="+nmCfg, "new", "--quiet").CombinedOutput(); err != nil {
+				rep.NotmuchNote = fmt.Sprintf("notmuch new failed: %v: %s", err, tailText(string(out)))
+			} else {
+				rep.NotmuchSamples = append(rep.NotmuchSamples, time.Since(start).Seconds())
+			}
+		}
+	}
+	rep.ReconcileSeconds = median(rep.ReconcileSamples)
+	rep.NotmuchSeconds = median(rep.NotmuchSamples)
+	logf("unchanged tree: reconcile %.2f s, notmuch new %.2f s (medians of %d)", rep.ReconcileSeconds, rep.NotmuchSeconds, *repeats)
+
+	stopServe, err := benchIdleServe(ctx, self, home, childEnv, *idle, rep, logf)
+	if err != nil {
+		return err
+	}
+	err = benchWatcher(ctx, self, home, man.Root, *watchN, rep, logf)
+	stopServe()
+	if err != nil {
+		return err
+	}
+
+	rep.Checks = []bench.Check{
+		{Target: "idle serve under 1 % of a core outside job runs", Pass: rep.IdleCPUPercent < 1,
+			Detail: fmt.Sprintf("%.3f %% over %.0f s (serve alone %.3f %%)", rep.IdleCPUPercent, rep.IdleMeasuredSeconds, rep.IdleServeCPUPercent)},
+		{Target: "unchanged reconcile no slower than notmuch new", Pass: rep.NotmuchSeconds > 0 && rep.ReconcileSeconds <= rep.NotmuchSeconds,
+			Detail: fmt.Sprintf("reconcile %.2f s, notmuch new %.2f s %s", rep.ReconcileSeconds, rep.NotmuchSeconds, rep.NotmuchNote)},
+		{Target: "watcher new-file-to-searchable p95 under 2 s", Pass: rep.WatchP95MS > 0 && rep.WatchP95MS < 2000,
+			Detail: fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, max %.0f ms over %d messages", rep.WatchP50MS, rep.WatchP95MS, rep.WatchMaxMS, len(rep.WatchSamples))},
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, c := range rep.Checks {
+		mark := "FAIL"
+		if c.Pass {
+			mark = "pass"
+		}
+		fmt.Fprintf(env.Stdout, "%s  %s: %s\n", mark, c.Target, c.Detail)
+	}
+	fmt.Fprintf(env.Stdout, "report written to %s\n", *out)
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s))*p+0.999999) - 1 // nearest rank
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// benchIdleServe starts `steward serve` and measures the CPU of it and its
+// connectors over the idle window, leaving out the seconds in which a job
+// child ran. The serve child keeps running (for the watcher) until stop.
+func benchIdleServe(ctx context.Context, self, home string, childEnv []string, window time.Duration, rep *schedulerBenchReport, logf func(string, ...any)) (stop func(), err error) {
+	ports := make([]int, 2)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	cmd := exec.CommandContext(ctx, self, "serve")
+	cmd.Env = append(childEnv, "HOST_PORT="+strconv.Itoa(ports[0]), "GATEWAY_PORT="+strconv.Itoa(ports[1]))
+	logFile, err := os.Create(filepath.Join(home, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		logFile.Close()
+	}
+	pid := cmd.Process.Pid
+	schedLog := schedulerLogPath(home)
+	logf("steward serve (pid %d) started; waiting for the start-up runs", pid)
+	// The start-up runs of every job: wait until no job is running.
+	deadline := time.Now().Add(30 * time.Minute)
+	for {
+		st, _ := scheduler.StatusFromLog(schedLog, scheduler.DefaultJobs())
+		settled := st != nil && st.Started != nil
+		for _, j := range st.Jobs {
+			settled = settled && (j.State == scheduler.StateIdle || j.State == scheduler.StateUnavailable)
+		}
+		if settled {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nil, fmt.Errorf("the start-up job runs did not finish; see %s", schedLog)
+		}
+		time.Sleep(time.Second)
+	}
+	logf("idle window of %s", window)
+	var total, measured, serveCPU, allCPU float64
+	prevServe, prevAll := procCPU(pid, false), procCPU(pid, true)
+	end := time.Now().Add(window)
+	for time.Now().Before(end) {
+		t0 := time.Now()
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		s, a := procCPU(pid, false), procCPU(pid, true)
+		dt := time.Since(t0).Seconds()
+		total += dt
+		if !jobRan(schedLog, t0, time.Now()) {
+			measured += dt
+			serveCPU += s - prevServe
+			allCPU += a - prevAll
+		}
+		prevServe, prevAll = s, a
+	}
+	recs, _ := scheduler.ReadRecords(schedLog)
+	winStart := end.Add(-window)
+	for _, r := range recs {
+		if r.Event == scheduler.EventStart && r.TS.After(winStart) {
+			rep.JobRunsInWindow++
+		}
+	}
+	if st, err := scheduler.StatusFromLog(schedLog, scheduler.DefaultJobs()); err == nil {
+		rep.Jobs = st.Jobs
+	}
+	rep.IdleWindowSeconds, rep.IdleMeasuredSeconds = total, measured
+	if measured > 0 {
+		rep.IdleCPUPercent, rep.IdleServeCPUPercent = 100*allCPU/measured, 100*serveCPU/measured
+	}
+	logf("  %.3f %% of a core (serve alone %.3f %%) over %.0f s outside %d job runs", rep.IdleCPUPercent, rep.IdleServeCPUPercent, measured, rep.JobRunsInWindow)
+	return stop, nil
+}
+
+// jobRan reports whether a job child ran at any time in [from, to].
+func jobRan(logPath string, from, to time.Time) bool {
+	recs, _ := scheduler.ReadRecords(logPath)
+	running := map[string]time.Time{}
+	for _, r := range recs {
+		switch r.Event {
+		case scheduler.EventStart:
+			running[r.Job] = r.TS
+		case scheduler.EventEnd:
+			if s, ok := running[r.Job]; ok && !s.After(to) && !r.TS.Before(from) {
+				return true
+			}
+			delete(running, r.Job)
+		}
+	}
+	for _, s := range running {
+		if !s.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// procCPU returns the CPU seconds (user + system) of pid and, with
+// descendants, of its connector processes (`… mcp NAME`), never counting
+// job children (they are outside the measurement by definition).
+func procCPU(pid int, descendants bool) float64 {
+	total := procStatCPU(pid)
+	if !descendants {
+		return total
+	}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if fields := procStat(p); len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(cmdline, []byte("\x00mcp\x00")) {
+				total += procStatCPU(p)
+			}
+		}
+	}
+	return total
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, …), or nil.
+func procStat(pid int) []string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+}
+
+func procStatCPU(pid int) float64 {
+	fields := procStat(pid)
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+// benchWatcher drops messages one by one into the Maildir that the serve
+// child watches and times each until search_mail finds it.
+func benchWatcher(ctx context.Context, self, home, root string, n int, rep *schedulerBenchReport, logf func(string, ...any)) error {
+	b := mcpbridge.New(mcpbridge.Options{Servers: []mcpbridge.ServerConfig{{Name: "mail", Command: self, Args: []string{"mcp", "mail"},
+		Env: map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"}}}})
+	b.Start(ctx)
+	defer b.Close()
+	if err := b.WaitStarted(ctx); err != nil {
+		return err
+	}
+	tools := b.Tools()
+	var search func(string) (string, error)
+	for _, t := range tools {
+		if t.Spec().Name == "mcp__mail__search_mail" {
+			search = func(q string) (string, error) {
+				res, err := t.Call(ctx, json.RawMessage(`{"query":"`+q+`"}`))
+				return res.Content, err
+			}
+		}
+	}
+	if search == nil {
+		return fmt.Errorf("the mail connector has no search_mail")
+	}
+	logf("watcher: %d messages", n)
+	for i := range n {
+		token := fmt.Sprintf("zqwatch%dx%d", time.Now().UnixNano()%1e9, i)
+		msg := fmt.Sprintf("From: Bench <bench@example.com>\r\nTo: me@example.com\r\nSubject: Watch %s\r\nDate: %s\r\nMessage-ID: <%s@bench>\r\n\r\nBody %s.\r\n",
+			token, time.Now().Format(time.RFC1123Z), token, token)
+		name := fmt.Sprintf("%d.%s.bench", time.Now().UnixNano(), token)
+		tmp := filepath.Join(root, "tmp", name)
+		if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(tmp, []byte(msg), 0o600); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := os.Rename(tmp, filepath.Join(root, "new", name)); err != nil {
+			return err
+		}
+		for {
+			got, err := search(token)
+			if err == nil && strings.Contains(got, token) {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				return fmt.Errorf("message %d not searchable after a minute (last answer %q, %v)", i, tailText(got), err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		rep.WatchSamples = append(rep.WatchSamples, float64(time.Since(start).Milliseconds()))
+	}
+	rep.WatchP50MS, rep.WatchP95MS = percentile(rep.WatchSamples, 0.5), percentile(rep.WatchSamples, 0.95)
+	rep.WatchMaxMS = percentile(rep.WatchSamples, 1)
+	logf("  p50 %.0f ms, p95 %.0f ms, max %.0f ms", rep.WatchP50MS, rep.WatchP95MS, rep.WatchMaxMS)
+	return nil
+}
