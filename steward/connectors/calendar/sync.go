@@ -42,12 +42,12 @@ type SyncReport struct {
 	// confirmation only takes evidence from a sync that started after the
 	// write completed.
 	StartedAt time.Time `json:"startedAt"`
-	Complete   bool  `json:"complete"`
-	Items      int   `json:"items"`
-	Added      int   `json:"added"`
-	Updated    int   `json:"updated"`
-	Unchanged  int   `json:"unchanged"`
-	Deleted    int   `json:"deleted"`
+	Complete  bool      `json:"complete"`
+	Items     int       `json:"items"`
+	Added     int       `json:"added"`
+	Updated   int       `json:"updated"`
+	Unchanged int       `json:"unchanged"`
+	Deleted   int       `json:"deleted"`
 	// Kept counts rows left in place because their source or file could not
 	// be read this time.
 	Kept int `json:"kept"`

@@ -93,7 +93,7 @@ func (e *writeEnv) confirm(res *WriteResult) {
 	e.t.Helper()
 	e.sync()
 	if op := e.reconcile(res.OperationID); op.State != writeops.StateConfirmed {
-		e.t.Fatalf("operation %s is %s after a fresh sync: %s; evidence %s", op.ID, op.State, op.Error, op.Evidence)
+		e.t.Fatalf("operation %s is %s after a fresh sync: %s; evidence %s", op.ID, op.State, op.Note, op.Evidence)
 	}
 }
 
@@ -163,18 +163,135 @@ path = ` + filepath.Join(dir, "khal.db") + "\n"
 	return lines
 }
 
-func TestCreateEventReadByKhal(t *testing.T) {
+// occurrenceOf returns the occurrenceStart search_events reports for the
+// occurrence of uid starting at start.
+func (e *writeEnv) search(from, to string) []EventSummary {
+	e.t.Helper()
+	svc := NewService(context.Background(), e.idx, ServiceOptions{})
+	res, err := svc.SearchEvents(context.Background(), SearchParams{Start: from, End: to, Limit: 50})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Events
+}
+
+func TestWritesAreReadByKhal(t *testing.T) {
 	e := newWriteEnv(t)
 	ctx := context.Background()
-	res, err := e.w.CreateEvent(ctx, CreateEventParams{Calendar: "Personal", Title: "Dentist", Start: "2026-05-04T09:00:00+02:00",
-		End: "2026-05-04T10:00:00+02:00", TimeZone: "Europe/Rome", Location: "Via Roma 1", Recurrence: "FREQ=WEEKLY;COUNT=3", Alarms: []int{15}})
+	// A weekly series in Europe/Rome, five occurrences from Monday 4 May.
+	res, err := e.w.CreateEvent(ctx, CreateEventParams{Calendar: "Personal", Title: "Standup", Start: "2026-05-04T09:00:00+02:00",
+		End: "2026-05-04T09:15:00+02:00", TimeZone: "Europe/Rome", Location: "Room 4", Recurrence: "FREQ=WEEKLY;COUNT=5", Alarms: []int{10}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log(mustJSON(t, res))
-	for _, f := range e.files() {
-		t.Log(f)
+	if res.State != string(writeops.StateReturned) || res.Backend != BackendVdir {
+		t.Fatalf("create: %+v", res)
 	}
-	t.Log(e.khal("2026-05-01", "2026-06-01"))
 	e.confirm(res)
+	series := res.UID
+	want := []string{
+		"2026-05-04 09:00|2026-05-04 09:15|Standup|personal", "2026-05-11 09:00|2026-05-11 09:15|Standup|personal",
+		"2026-05-18 09:00|2026-05-18 09:15|Standup|personal", "2026-05-25 09:00|2026-05-25 09:15|Standup|personal",
+		"2026-06-01 09:00|2026-06-01 09:15|Standup|personal",
+	}
+	if got := e.khal("2026-05-01", "2026-06-30"); !slices.Equal(got, want) {
+		t.Fatalf("khal after create:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// One occurrence moved and renamed (RECURRENCE-ID).
+	res, err = e.w.UpdateEvent(ctx, UpdateEventParams{UID: series, OccurrenceStart: "2026-05-11T09:00:00+02:00", Scope: ScopeThisEvent,
+		Title: ptr("Standup (late)"), Start: ptr("2026-05-11T10:00:00+02:00"), End: ptr("2026-05-11T10:30:00+02:00")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	// One occurrence deleted (EXDATE).
+	res, err = e.w.DeleteEvent(ctx, DeleteEventParams{UID: series, OccurrenceStart: "2026-05-18T09:00:00+02:00", Scope: ScopeThisEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	// This and future occurrences renamed and moved: the series ends with
+	// UNTIL and a new one (new UID) continues from 25 May.
+	res, err = e.w.UpdateEvent(ctx, UpdateEventParams{UID: series, OccurrenceStart: "2026-05-25T09:00:00+02:00", Scope: ScopeFutureEvents,
+		Title: ptr("Standup v2"), Start: ptr("2026-05-25T09:30:00+02:00"), End: ptr("2026-05-25T09:45:00+02:00")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewUID == "" || res.NewUID == series {
+		t.Fatalf("a future-scope update must split off a new series: %+v", res)
+	}
+	e.confirm(res)
+	want = []string{
+		"2026-05-04 09:00|2026-05-04 09:15|Standup|personal", "2026-05-11 10:00|2026-05-11 10:30|Standup (late)|personal",
+		"2026-05-25 09:30|2026-05-25 09:45|Standup v2|personal", "2026-06-01 09:30|2026-06-01 09:45|Standup v2|personal",
+	}
+	if got := e.khal("2026-05-01", "2026-06-30"); !slices.Equal(got, want) {
+		t.Fatalf("khal after the recurring changes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	raw, err := os.ReadFile(filepath.Join(e.root, "personal", series+".ics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"UID:" + series, "RECURRENCE-ID;TZID=Europe/Rome:20260511T090000", "EXDATE;TZID=Europe/Rome:20260518T090000",
+		"RRULE:FREQ=WEEKLY;UNTIL=20260525T065959Z", "SEQUENCE:2"} {
+		if !strings.Contains(string(unfold(raw)), s) {
+			t.Errorf("the series file lacks %q:\n%s", s, raw)
+		}
+	}
+
+	// A New York meeting: khal shows it at the Rome wall clock of the same instant.
+	res, err = e.w.CreateEvent(ctx, CreateEventParams{CalendarID: "work", Title: "Call with NY", Start: "2026-05-06T09:00:00-04:00",
+		End: "2026-05-06T10:00:00-04:00", TimeZone: "America/New_York"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	ny := res.UID
+	// A one-sided edit keeps the live start.
+	res, err = e.w.UpdateEvent(ctx, UpdateEventParams{UID: ny, End: ptr("2026-05-06T11:00:00-04:00")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	// An all-day event over two days.
+	res, err = e.w.CreateEvent(ctx, CreateEventParams{CalendarID: "local/work", Title: "Conference", AllDay: true, Start: "2026-05-20", End: "2026-05-22"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	got := e.khal("2026-05-06", "2026-05-22")
+	for _, w := range []string{"2026-05-06 15:00|2026-05-06 17:00|Call with NY|work", "2026-05-20|2026-05-21|Conference|work"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("khal lacks %q:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+
+	// Deleting removes the file; khal no longer lists the event.
+	res, err = e.w.DeleteEvent(ctx, DeleteEventParams{UID: ny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	if _, err := os.Stat(filepath.Join(e.root, "work", ny+".ics")); !os.IsNotExist(err) {
+		t.Errorf("the deleted event's file remains: %v", err)
+	}
+	for _, l := range e.khal("2026-05-06", "2026-05-08") {
+		if strings.Contains(l, "Call with NY") {
+			t.Errorf("khal still lists the deleted event: %s", l)
+		}
+	}
+	// Deleting the series from its first occurrence removes it whole.
+	res, err = e.w.DeleteEvent(ctx, DeleteEventParams{UID: series, OccurrenceStart: "2026-05-04T09:00:00+02:00", Scope: ScopeFutureEvents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.confirm(res)
+	got = e.khal("2026-05-01", "2026-06-30")
+	// khal lists a two-day event on each of its days.
+	want = []string{"2026-05-20|2026-05-21|Conference|work", "2026-05-20|2026-05-21|Conference|work", "2026-05-25 09:30|2026-05-25 09:45|Standup v2|personal",
+		"2026-06-01 09:30|2026-06-01 09:45|Standup v2|personal"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("khal at the end:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
