@@ -148,6 +148,9 @@ func (c *Confirmer) Confirm(ctx context.Context, op writeops.Operation) (writeop
 	if e.UID == "" {
 		e.UID = out.UID
 	}
+	if e.NewUID == "" {
+		e.NewUID = out.NewUID
+	}
 	idx, err := c.opts.Index(ctx)
 	if err != nil {
 		return writeops.Check{}, fmt.Errorf("open calendar index: %w", err)

@@ -172,8 +172,10 @@ func (w *Writer) planCreate(ctx context.Context, p CreateEventParams) (*Plan, *C
 	if len(alarms) == 0 {
 		norm.Alarms = nil
 	}
-	plan := &Plan{Op: OpCreate, Target: t, UID: newUID(), Title: title, Change: ch, After: &s, Params: norm}
+	plan := &Plan{Op: OpCreate, Target: t, Title: title, Change: ch, After: &s, Params: norm}
 	if t.Kind == KindICS {
+		// Steward names the event; Apple backends assign the UID themselves.
+		plan.UID = newUID()
 		plan.Path = fileFor(t.Dir, plan.UID)
 	}
 	return plan, &norm, nil
@@ -581,11 +583,10 @@ func (w *Writer) planUpdate(ctx context.Context, p UpdateEventParams) (*Plan, *U
 		return nil, nil, fmt.Errorf("%w; nothing was written", err)
 	}
 	plan.After, plan.Change = &after, ch
-	if plan.Recurring && scope == ScopeFutureEvents && !plan.FirstOccurrence {
+	if plan.Recurring && scope == ScopeFutureEvents && !plan.FirstOccurrence && l.target.Kind == KindICS {
+		// The split-off series' UID; EventKit assigns its own and returns it.
 		plan.NewUID = newUID()
-		if l.target.Kind == KindICS {
-			plan.NewPath = fileFor(l.target.Dir, plan.NewUID)
-		}
+		plan.NewPath = fileFor(l.target.Dir, plan.NewUID)
 	}
 	plan.Baseline = &Baseline{Ref: l.ref, Generation: l.generation, Present: l.ref != ""}
 	plan.Params = norm

@@ -68,7 +68,9 @@ type WriterOptions struct {
 // AppleScript compatibility path per plan (recording the choice in
 // p.Backend) before anything is journaled, then runs it.
 type AppleWriter interface {
-	Select(p *Plan) error
+	// Select records the backend in p.Backend or refuses the plan; all are
+	// the calendars there are (title uniqueness matters to AppleScript).
+	Select(p *Plan, all []Target) error
 	Backend
 }
 
@@ -134,7 +136,7 @@ func (w *Writer) targets(ctx context.Context) ([]Target, error) {
 func (w *Writer) PreflightCreate(ctx context.Context, p CreateEventParams) (*CreateEventParams, error) {
 	plan, norm, err := w.planCreate(ctx, p)
 	if err == nil {
-		err = w.selectBackend(plan)
+		err = w.selectBackend(ctx, plan)
 	}
 	return norm, err
 }
@@ -143,7 +145,7 @@ func (w *Writer) PreflightCreate(ctx context.Context, p CreateEventParams) (*Cre
 func (w *Writer) PreflightUpdate(ctx context.Context, p UpdateEventParams) (*UpdateEventParams, error) {
 	plan, norm, err := w.planUpdate(ctx, p)
 	if err == nil {
-		err = w.selectBackend(plan)
+		err = w.selectBackend(ctx, plan)
 	}
 	return norm, err
 }
@@ -152,7 +154,7 @@ func (w *Writer) PreflightUpdate(ctx context.Context, p UpdateEventParams) (*Upd
 func (w *Writer) PreflightDelete(ctx context.Context, p DeleteEventParams) (*DeleteEventParams, error) {
 	plan, norm, err := w.planDelete(ctx, p)
 	if err == nil {
-		err = w.selectBackend(plan)
+		err = w.selectBackend(ctx, plan)
 	}
 	return norm, err
 }
@@ -197,7 +199,7 @@ func (w *Writer) DeleteEvent(ctx context.Context, p DeleteEventParams) (*WriteRe
 }
 
 // selectBackend fixes the backend of a plan before it is journaled.
-func (w *Writer) selectBackend(p *Plan) error {
+func (w *Writer) selectBackend(ctx context.Context, p *Plan) error {
 	switch p.Target.Kind {
 	case KindICS:
 		p.Backend = BackendVdir
@@ -206,7 +208,11 @@ func (w *Writer) selectBackend(p *Plan) error {
 		if w.opts.Apple == nil {
 			return errors.New("Apple Calendar writes are not available in this process (macOS only)")
 		}
-		return w.opts.Apple.Select(p)
+		all, err := w.targets(ctx)
+		if err != nil {
+			return err
+		}
+		return w.opts.Apple.Select(p, all)
 	}
 	return fmt.Errorf("calendar source kind %q cannot be written", p.Target.Kind)
 }
@@ -225,7 +231,7 @@ func (w *Writer) backend(p *Plan) (Backend, error) {
 
 // execute journals the plan, runs it on its backend and records the outcome.
 func (w *Writer) execute(ctx context.Context, plan *Plan, kind writeops.Kind, tool string) (*WriteResult, error) {
-	if err := w.selectBackend(plan); err != nil {
+	if err := w.selectBackend(ctx, plan); err != nil {
 		return nil, err
 	}
 	if w.opts.Journal == nil {
