@@ -54,6 +54,8 @@ var Vars = []Var{
 	{Name: "DOCUMENT_EMBED_DIM", Purpose: "Expected document embedding dimension."},
 	{Name: "WRITE_OP_MAIL_MAX_CONFIRM_ATTEMPTS", Default: "12", Purpose: "Mail write confirmation attempts."},
 	{Name: "WRITE_OP_CALENDAR_MAX_CONFIRM_ATTEMPTS", Default: "12", Purpose: "Calendar write confirmation attempts."},
+	{Name: "WRITE_OP_STARTED_STALE_MS", Default: "60000", Purpose: "How long a started write must stay unchanged before confirmation treats its caller as crashed (1 s–24 h)."},
+	{Name: "MAIL_SEND_MAX_BYTES", Default: "26214400", Purpose: "Largest total of attachments on one sent message (at most 100 MiB)."},
 	{Name: "ACTION_CENTER_CALENDAR_DAYS", Default: "3", Purpose: "Calendar reminder lookahead in days."},
 	{Name: "STEWARD_PUSH_CONTACT", Purpose: "VAPID contact URI for Web Push."},
 	{Name: "STEWARD_WHISPER_BIN", Purpose: "whisper.cpp binary for transcription."},

@@ -569,6 +569,13 @@ func (s *Store) Miss(ctx context.Context, id string, note string, evidence any, 
 		return op, fmt.Errorf("record confirmation miss of %s: evidence: %w", id, err)
 	}
 	next, event, risk := op.State, "retried", audit.RiskLow
+	errText := op.Error
+	if op.State == StateStarted {
+		// Only stale started rows are checked: their caller stopped before
+		// recording the backend's answer, so the outcome is unknown.
+		next = StateUnknown
+		errText = "the process executing it stopped before recording the outcome"
+	}
 	if exhaust || op.ConfirmAttempts+1 >= s.MaxConfirmAttempts(op.Kind.Domain()) {
 		next, event, risk = StateRetryExhausted, "retry_exhausted", audit.RiskHigh
 		if op.Kind.Domain() == DomainMail {
@@ -577,8 +584,8 @@ func (s *Store) Miss(ctx context.Context, id string, note string, evidence any, 
 	}
 	now := s.now().UnixMilli()
 	r, err := s.db.ExecContext(ctx, `UPDATE ops SET state = ?, confirm_attempts = confirm_attempts + 1, evidence = ?,
-		note = ?, updated_ms = ? WHERE id = ? AND state = ? AND confirm_attempts = ?`,
-		string(next), ev, note, now, id, string(op.State), op.ConfirmAttempts)
+		note = ?, error = ?, updated_ms = ? WHERE id = ? AND state = ? AND confirm_attempts = ?`,
+		string(next), ev, note, errText, now, id, string(op.State), op.ConfirmAttempts)
 	if err != nil {
 		return op, fmt.Errorf("record confirmation miss of %s: %w", id, err)
 	}

@@ -207,11 +207,16 @@ func TestReconcileLifecycle(t *testing.T) {
 	if rep.Checked != 1 || rep.Missed != 1 {
 		t.Fatalf("first pass %+v", rep)
 	}
+	lost, _ := s.Begin(ctx, NewOperation{Kind: KindMailSend, Input: mailInput{Subject: "lost"}})
 	clk.Add(DefaultStaleStarted)
 	found[crashed.ID] = true
 	rep, _ = s.Reconcile(ctx, DomainMail, confirmers, 0)
-	if rep.Checked != 2 || rep.Confirmed != 1 || rep.IDs[0] != crashed.ID {
+	if rep.Checked != 3 || rep.Confirmed != 1 || rep.IDs[0] != crashed.ID {
 		t.Fatalf("second pass %+v", rep)
+	}
+	// A stale started row without evidence becomes unknown, never scheduled again.
+	if g, _ := s.Get(ctx, lost.ID); g.State != StateUnknown || g.Error != "the process executing it stopped before recording the outcome" || g.Attempts != 1 {
+		t.Fatalf("lost row %+v", g)
 	}
 	got, _ := s.Get(ctx, crashed.ID)
 	if got.State != StateConfirmed || string(got.Evidence) != `{"message":"m1"}` || got.ConfirmedAt.IsZero() {
@@ -221,6 +226,10 @@ func TestReconcileLifecycle(t *testing.T) {
 	got, _ = s.Get(ctx, mailOp.ID)
 	if got.State != StateNeedsReview || got.ConfirmAttempts != 3 || got.Note != "no matching Sent message" {
 		t.Fatalf("mail row after limit %+v", got)
+	}
+	rep, _ = s.Reconcile(ctx, DomainMail, confirmers, 0)
+	if rep.Checked != 1 || rep.Terminal != 1 {
+		t.Fatalf("only the lost row is left, and it reaches the limit: %+v", rep)
 	}
 	rep, _ = s.Reconcile(ctx, DomainMail, confirmers, 0)
 	if rep.Checked != 0 {

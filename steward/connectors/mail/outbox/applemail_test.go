@@ -93,7 +93,10 @@ type recordRunner struct {
 	err    error
 }
 
-func (r *recordRunner) Run(_ context.Context, s string) (string, error) { r.script = s; return r.out, r.err }
+func (r *recordRunner) Run(_ context.Context, s string) (string, error) {
+	r.script = s
+	return r.out, r.err
+}
 
 func TestAppleMailScript(t *testing.T) {
 	m := &Message{From: "me@example.com", To: []string{"bob@example.org"}, Cc: []string{"c@example.net"}, Bcc: []string{"h@example.org"},
