@@ -11,6 +11,7 @@ import (
 	"time"
 
 	stewardmail "github.com/agentstack/agentstack/steward/connectors/mail"
+	"github.com/agentstack/agentstack/steward/osascript"
 	"github.com/agentstack/agentstack/steward/writeops"
 )
 
@@ -63,7 +64,7 @@ func New(opts Options) (*Service, error) {
 		opts.SMTP = &SMTPSender{Lookup: func(string) (string, bool) { return "", false }}
 	}
 	if opts.Apple == nil && runtime.GOOS == "darwin" {
-		opts.Apple = &AppleMail{Runner: OSAScript{}, AttachmentPath: opts.Blobs.path}
+		opts.Apple = &AppleMail{Runner: osascript.Exec{}, AttachmentPath: opts.Blobs.path}
 	}
 	s := &Service{opts: opts}
 	s.Resolver = &Resolver{Accounts: opts.Accounts, Mirror: opts.Mirror, Guard: opts.Guard, MaxBytes: opts.MaxBytes,
