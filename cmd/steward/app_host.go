@@ -156,7 +156,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
 
-	capabilities, err := watch.NewRegistry()
+	capabilities, err := watch.NewRegistry(writeCapabilities()...)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentstack/agentstack/sqlitedb"
+	_ "github.com/agentstack/agentstack/sqlitedb" // the sqlite driver
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/connectors/mail/outbox"
 	"github.com/agentstack/agentstack/steward/connectors/mail/outbox/smtptest"
@@ -111,10 +111,14 @@ func childEnv(home string) []string {
 }
 
 func opsDB(t *testing.T, home string) *sql.DB {
-	db, err := sqlitedb.Open(context.Background(), writeops.Path(home), sqlitedb.Options{BusyTimeout: time.Minute})
+	// A plain connection (no migrations of its own), as another process
+	// would hold one; immediate transactions take the write lock at BEGIN.
+	os.MkdirAll(filepath.Dir(writeops.Path(home)), 0o700)
+	db, err := sql.Open("sqlite", "file:"+writeops.Path(home)+"?_pragma=busy_timeout(60000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
+	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
