@@ -42,6 +42,7 @@ var Vars = []Var{
 	{Name: "CONTACTS_CONFIG", Default: "$STEWARD_HOME/contacts.yaml", Purpose: "Contacts sources."},
 	{Name: "CALENDAR_INDEX_DB", Default: "$STEWARD_HOME/calendar-index.sqlitedb", Purpose: "Calendar index path."},
 	{Name: "CONTACTS_INDEX_DB", Default: "$STEWARD_HOME/contacts-index.sqlitedb", Purpose: "Contacts index path."},
+	{Name: "STEWARD_CALENDAR_BRIDGE_DIR", Purpose: "EventKit bridge folder (macOS), set by the Steward launcher for its children; Apple Calendar writes go through it, else through Calendar.app's AppleScript."},
 	{Name: "DOCUMENT_MAX_BYTES", Default: "26214400", Purpose: "Largest document read, capped at 100 MiB."},
 	{Name: "DOCUMENT_EXTRACT_TIMEOUT_MS", Default: "15000", Purpose: "Document extraction deadline, 1–60 s."},
 	{Name: "DOCUMENT_MAX_EXTRACTED_CHARS", Default: "8000000", Purpose: "Extracted text budget per document, at most 32 M."},
