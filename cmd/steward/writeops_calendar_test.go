@@ -97,3 +97,56 @@ func TestCalendarAndContactWritesThroughTheCommands(t *testing.T) {
 		}
 	}
 }
+
+// Every watch capability of a Steward connector names a real tool whose
+// input schema has each allowed and required field: a renamed argument must
+// not leave a grant that can never be satisfied (or one that passes a field
+// the tool ignores).
+func TestWriteCapabilitiesMatchToolSchemas(t *testing.T) {
+	env, _, _, _ := pimEnv(t)
+	ctx := context.Background()
+	props := map[string]map[string]bool{}
+	for _, name := range mcpNames() {
+		server, err := mcpServers[name](ctx, env)
+		if err != nil {
+			t.Fatalf("connector %s: %v", name, err)
+		}
+		cs := mcptooltest.Connect(t, server)
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			var schema struct {
+				Properties map[string]any `json:"properties"`
+			}
+			b, _ := json.Marshal(tool.InputSchema)
+			json.Unmarshal(b, &schema)
+			fields := map[string]bool{}
+			for f := range schema.Properties {
+				fields[f] = true
+			}
+			props["mcp__"+name+"__"+tool.Name] = fields
+		}
+	}
+	checked := 0
+	for _, c := range writeCapabilities() {
+		fields, ok := props[c.Tool]
+		if !strings.HasPrefix(c.Tool, "mcp__calendar__") && !strings.HasPrefix(c.Tool, "mcp__contacts__") {
+			continue
+		}
+		checked++
+		if !ok {
+			t.Errorf("capability %s names no tool", c.Tool)
+			continue
+		}
+		for _, f := range append(append([]string{}, c.Allowed...), c.Required...) {
+			if !fields[f] {
+				t.Errorf("capability %s allows %q, which the tool's schema does not have", c.Tool, f)
+			}
+		}
+	}
+	if checked != 5 {
+		t.Errorf("%d calendar and contacts capabilities, want 5", checked)
+	}
+}
