@@ -26,6 +26,7 @@ import (
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
 	"github.com/agentstack/agentstack/steward/watch/trainwatch"
 	"github.com/agentstack/agentstack/steward/web"
+	"github.com/agentstack/agentstack/steward/writeops"
 )
 
 // systemInfo is what the System page shows besides the host itself: the
@@ -100,6 +101,12 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		st.push(auditLedger.Close)
 		auditor, auditRoute = host.LedgerAuditor(auditLedger), auditLedger.Handler()
 	}
+	// The journal's review route reads the store the connectors write.
+	journalStore, err := writeops.Open(ctx, writeops.Path(sc.home), writeops.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	st.push(journalStore.Close)
 	chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
 	if err != nil {
 		return nil, err
@@ -139,7 +146,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
-		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
+		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web:    web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo { return systemInfo(ctx, d.gatewayURL, bridge) },
 		Chats: host.ManagerOptions{

@@ -2,8 +2,11 @@ package writeops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -126,3 +129,53 @@ func NewServer(s *Store, version string) *mcp.Server {
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// Handler serves the journal to the web app, with the same content as the
+// review tools: GET /writeops (list_write_operations; ?state, ?domain,
+// ?limit) and GET /writeops/{id} (read_write_operation).
+func Handler(s *Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		if id := r.PathValue("id"); id != "" {
+			op, err := s.Get(r.Context(), id)
+			if errors.Is(err, ErrNotFound) {
+				w.WriteHeader(http.StatusNotFound)
+				enc.Encode(map[string]string{"error": "no write operation " + id})
+				return
+			}
+			if err != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				enc.Encode(map[string]string{"error": "the write journal could not be read"})
+				return
+			}
+			enc.Encode(struct {
+				Operation
+				Meaning string `json:"meaning"`
+			}{op, StateMeaning[op.State]})
+			return
+		}
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		f := Filter{Domain: Domain(q.Get("domain")), Limit: max(1, min(limit, 200))}
+		if limit == 0 {
+			f.Limit = 50
+		}
+		if st := q.Get("state"); st != "" {
+			f.States = []State{State(st)}
+		}
+		ops, err := s.List(r.Context(), f)
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			enc.Encode(map[string]string{"error": "the write journal could not be read"})
+			return
+		}
+		out := ListResult{Operations: []Summary{}, Meaning: StateMeaning}
+		out.Counts, _ = s.Stats(r.Context())
+		for _, op := range ops {
+			out.Operations = append(out.Operations, Summarize(op))
+		}
+		enc.Encode(out)
+	})
+}

@@ -93,8 +93,15 @@ func (s *Service) Preflight(ctx context.Context, tool string, d Draft) (Draft, e
 	return res.Draft, nil
 }
 
+// ResultKind is the rich-result kind of a journaled write.
+const ResultKind = "write_operation"
+
 // Result is what the tools return after journaling (and sending).
 type Result struct {
+	// Kind is "write_operation", the rich card clients show with a link
+	// to the journal (docs/protocol.md).
+	Kind        string `json:"kind"`
+	Summary     string `json:"summary"`
 	OperationID string `json:"operationId"`
 	State       string `json:"state"`
 	MessageID   string `json:"messageId"`
@@ -125,12 +132,12 @@ func (s *Service) Submit(ctx context.Context, tool, origin string, d Draft) (Res
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{OperationID: op.ID, State: string(op.State), MessageID: m.MessageID,
+		return Result{Kind: ResultKind, Summary: op.Summary, OperationID: op.ID, State: string(op.State), MessageID: m.MessageID,
 			ScheduledFor: res.SendAt.In(s.Resolver.loc()).Format(time.RFC3339),
 			Note:         "Scheduled; it is sent by the send-due job at that time. Nothing has been sent yet."}, nil
 	}
 	op, err := s.opts.Journal.Execute(ctx, n, s)
-	out := Result{OperationID: op.ID, State: string(op.State), MessageID: m.MessageID, Error: op.Error}
+	out := Result{Kind: ResultKind, Summary: op.Summary, OperationID: op.ID, State: string(op.State), MessageID: m.MessageID, Error: op.Error}
 	switch op.State {
 	case writeops.StateReturned:
 		out.Note = "The server accepted the message; it is confirmed once the Sent copy is seen in the mail mirror."
