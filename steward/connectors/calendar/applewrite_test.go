@@ -41,6 +41,7 @@ func (r *scriptRecorder) ran() []string {
 // Home in different accounts, one Work) and a Writer as on macOS.
 type appleWriteEnv struct {
 	*writeEnv
+	apple  *appleDB
 	script *scriptRecorder
 	lunch  string // a single event's UID in Work
 	weekly string // a recurring event's UID in Work
@@ -65,7 +66,7 @@ func newAppleWriteEnv(t *testing.T, bridge *ekbridge.Client) *appleWriteEnv {
 		Journal: e.journal, GOOS: "darwin",
 		Apple: NewAppleWriter(AppleOptions{Bridge: bridge, Script: rec, Local: rome}),
 	})
-	return &appleWriteEnv{writeEnv: e, script: rec, lunch: "LUNCH-1", weekly: "WEEKLY-1"}
+	return &appleWriteEnv{writeEnv: e, apple: a, script: rec, lunch: "LUNCH-1", weekly: "WEEKLY-1"}
 }
 
 func (e *appleWriteEnv) op(id string) writeops.Operation {
@@ -285,6 +286,13 @@ func TestEventKitBridge(t *testing.T) {
 		t.Errorf("full access refused: %s %q", op.State, op.Error)
 	}
 
+	answer <- &ekbridge.Response{OutcomeUnknown: true} // the launcher restarted mid-request
+	res, _ = e.w.DeleteEvent(ctx, DeleteEventParams{UID: e.lunch})
+	<-got
+	if op := e.op(res.OperationID); op.State != writeops.StateUnknown || !strings.Contains(op.Error, "restarted") {
+		t.Errorf("outcomeUnknown: %s %q", op.State, op.Error)
+	}
+
 	answer <- nil // the launcher claims the request and never answers
 	res, _ = e.w.DeleteEvent(ctx, DeleteEventParams{UID: e.lunch})
 	<-got
@@ -293,5 +301,30 @@ func TestEventKitBridge(t *testing.T) {
 	}
 	if n := len(e.script.ran()); n != 0 {
 		t.Errorf("the bridge path fell back to AppleScript %d times", n)
+	}
+}
+
+// Calendar.app returned no UID: the create is confirmed by exactly one
+// matching event in the calendar after a later sync, and not by two.
+func TestAppleCreateWithoutUIDNeedsOneCandidate(t *testing.T) {
+	e := newAppleWriteEnv(t, nil)
+	e.script.out = ""
+	p := CreateEventParams{CalendarID: "CAL-WORK", Title: "Dentist", Start: "2026-05-06T14:00:00+02:00", End: "2026-05-06T15:00:00+02:00"}
+	res, err := e.w.CreateEvent(context.Background(), p)
+	if err != nil || res.UID != "" {
+		t.Fatalf("create: %+v %v", res, err)
+	}
+	start := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	// What Calendar.app stored.
+	e.apple.event(appleEvent{Summary: "Dentist", UID: "CAL-ASSIGNED-1", Start: start, End: start.Add(time.Hour), TZ: "Europe/Rome", Calendar: 2})
+	e.sync()
+	if op := e.reconcile(res.OperationID); op.State != writeops.StateConfirmed {
+		t.Fatalf("one candidate: %s %q", op.State, op.Note)
+	}
+	res, _ = e.w.CreateEvent(context.Background(), p)
+	e.apple.event(appleEvent{Summary: "Dentist", UID: "CAL-ASSIGNED-2", Start: start, End: start.Add(time.Hour), TZ: "Europe/Rome", Calendar: 2})
+	e.sync()
+	if op := e.reconcile(res.OperationID); op.State == writeops.StateConfirmed || !strings.Contains(op.Note, "2 candidate events") {
+		t.Errorf("two candidates: %s %q", op.State, op.Note)
 	}
 }
