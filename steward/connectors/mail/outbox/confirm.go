@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/text/unicode/norm"
@@ -45,7 +46,19 @@ func Expect(m *Message) Expectation {
 type MirrorDB struct {
 	DB       *sql.DB
 	Accounts []stewardmail.Account
+
+	once    sync.Once
+	sentQ   *sql.Stmt
+	prepErr error
 }
+
+// sentSQL finds the candidates of a send: active messages of the account's
+// Sent-role mailboxes with the subject, dated in the window. Mirror ids are
+// date-ordered, so the id range keeps the search on messages_mailbox.
+const sentSQL = `SELECT m.id, m.message_id, m.from_addr, m.to_text, m.cc_text, m.body, m.in_reply_to, m.refs, b.name, m.date
+	FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN accounts a ON a.id = b.account_id
+	WHERE a.name = ? AND b.role = 'sent' AND m.id BETWEEN ? AND ? AND m.date BETWEEN ? AND ?
+	AND m.subject = ? AND m.deleted_at IS NULL`
 
 // Confirmation window (spec): one minute before the attempt to 24 h after.
 const (
@@ -96,10 +109,12 @@ func (d *MirrorDB) Confirm(ctx context.Context, op writeops.Operation) (writeops
 	}
 	lo := op.AttemptedAt.Add(-windowBefore).Unix()
 	hi := op.AttemptedAt.Add(windowAfter).Unix()
-	rows, err := d.DB.QueryContext(ctx, `SELECT m.id, m.message_id, m.from_addr, m.to_text, m.cc_text, m.body, m.in_reply_to, m.refs, b.name, m.date
-		FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id JOIN accounts a ON a.id = b.account_id
-		WHERE a.name = ? AND b.role = 'sent' AND m.id BETWEEN ? AND ? AND m.date BETWEEN ? AND ?
-		AND m.subject = ? AND m.deleted_at IS NULL`,
+	// Prepared once: a pass asks this for every row it checks.
+	d.once.Do(func() { d.sentQ, d.prepErr = d.DB.PrepareContext(context.WithoutCancel(ctx), sentSQL) })
+	if d.prepErr != nil {
+		return writeops.Check{}, fmt.Errorf("search the Sent mailboxes: %w", d.prepErr)
+	}
+	rows, err := d.sentQ.QueryContext(ctx,
 		m.Account, lo<<idShift, (hi+1)<<idShift-1, lo, hi, m.Subject)
 	if err != nil {
 		return writeops.Check{}, fmt.Errorf("search the Sent mailboxes: %w", err)
