@@ -67,7 +67,9 @@ func TestServeSendEmailApprovedWithEdits(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var st struct{ Services []struct{ Name, State string } }
+		var st struct {
+			Services []struct{ Name, State string }
+		}
 		get("/system/status", &st)
 		ready := false
 		for _, s := range st.Services {
