@@ -131,9 +131,9 @@ func (w *Writer) planCreate(ctx context.Context, p CreateEventParams) (*Plan, *C
 		}
 		s.AllDay = true
 		ch.StartDate, ch.EndDate = &s.StartDate, &s.EndDate
-		norm.TimeZone = ""
+		norm.Start, norm.End, norm.TimeZone = s.StartDate, s.EndDate, ""
 	} else {
-		zone, err := parseZone(nonEmpty(p.TimeZone, w.zone.String()))
+		zone, err := parseZone(nonEmpty(p.TimeZone, zoneName(w.zone)))
 		if err != nil {
 			return nil, nil, err
 		}

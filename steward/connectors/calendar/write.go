@@ -3,6 +3,8 @@ package calendar
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -265,3 +267,25 @@ func textPtr(p *string) *string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// zoneName is the IANA name of loc, which new events keep as their TZID.
+// For the system zone (time.Local, named "Local") it comes from TZ or the
+// /etc/localtime link; without either, "UTC".
+func zoneName(loc *time.Location) string {
+	if loc != time.Local && loc.String() != "Local" {
+		return loc.String()
+	}
+	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" {
+		if l, err := time.LoadLocation(tz); err == nil && l.String() != "Local" {
+			return l.String()
+		}
+	}
+	if p, err := filepath.EvalSymlinks("/etc/localtime"); err == nil {
+		if i := strings.Index(p, "zoneinfo/"); i >= 0 {
+			if _, err := time.LoadLocation(p[i+len("zoneinfo/"):]); err == nil {
+				return p[i+len("zoneinfo/"):]
+			}
+		}
+	}
+	return "UTC"
+}

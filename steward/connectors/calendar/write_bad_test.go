@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentstack/agentstack/steward/writeops"
 )
@@ -131,5 +132,16 @@ func TestPreflightNormalises(t *testing.T) {
 	}
 	if files := e.files(); len(files) != 2 {
 		t.Errorf("a preflight wrote files: %d", len(files))
+	}
+}
+
+// Without a configured zone, new events keep the system zone's IANA name.
+func TestZoneName(t *testing.T) {
+	t.Setenv("TZ", "America/New_York")
+	if got := zoneName(time.Local); got != "America/New_York" {
+		t.Errorf("zoneName(Local) with TZ = %q", got)
+	}
+	if got := zoneName(rome); got != "Europe/Rome" {
+		t.Errorf("zoneName(rome) = %q", got)
 	}
 }

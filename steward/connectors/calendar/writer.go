@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/steward/writeops"
@@ -77,6 +78,9 @@ type AppleWriter interface {
 // Writer serves create_event, update_event and delete_event.
 type Writer struct {
 	opts WriterOptions
+	// mu guards the first setting of zone; every call path goes through
+	// config (which takes it) before reading zone.
+	mu   sync.Mutex
 	zone *time.Location
 	now  func() time.Time
 	vdir *vdirBackend
@@ -103,6 +107,8 @@ func (w *Writer) config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.zone == nil {
 		w.zone = cfg.Location()
 	}
