@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
@@ -57,6 +58,8 @@ type Report struct {
 	Passes         int    `json:"passes"`
 	FirstPass      string `json:"firstPass"` // one pass of up to 100 rows
 	Sweep          string `json:"sweep"`     // every row checked once
+	SweepCPU       string `json:"sweepCPU"`  // CPU time of the sweep (user+system), less sensitive to load
+	LoadAverage    string `json:"loadAverage"`
 	Confirmed      int    `json:"confirmed"`
 	SweepTarget    string `json:"sweepTarget"`
 }
@@ -194,6 +197,7 @@ func confirmSweep(ctx context.Context, o Options, rep *Report) error {
 	confirmers := map[writeops.Kind]writeops.Confirmer{writeops.KindMailSend: conf}
 	var total time.Duration
 	checked := 0
+	cpu0 := cpuTime()
 	for checked < o.Rows {
 		t0 := time.Now()
 		pr, err := j.Reconcile(ctx, writeops.DomainMail, confirmers, writeops.DefaultBatch)
@@ -213,7 +217,20 @@ func confirmSweep(ctx context.Context, o Options, rep *Report) error {
 		rep.Confirmed += pr.Confirmed
 	}
 	rep.Sweep = total.String()
+	rep.SweepCPU = (cpuTime() - cpu0).String()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.LoadAverage = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	return nil
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fill inserts the mirror rows directly (the ingest path is measured by
