@@ -17,7 +17,7 @@ import (
 // writeEnv is a vdir with two calendars, an index over it, a write journal
 // and a Writer, all real files in a temporary folder.
 type writeEnv struct {
-	t       *testing.T
+	t       testing.TB
 	root    string
 	cfg     *Config
 	idx     *Index
@@ -29,7 +29,7 @@ type writeEnv struct {
 
 var rome = func() *time.Location { l, _ := time.LoadLocation("Europe/Rome"); return l }()
 
-func newWriteEnv(t *testing.T) *writeEnv {
+func newWriteEnv(t testing.TB) *writeEnv {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "calendars")
