@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/emersion/go-ical"
 
 	"github.com/agentstack/agentstack/steward/connectors/calendar/rrule"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // ProductID is the PRODID of the iCalendar objects Steward writes.
@@ -26,25 +26,13 @@ func encodeICS(cal *ical.Calendar) ([]byte, error) {
 	return foldLines(buf.Bytes()), nil
 }
 
-// foldLines folds every CRLF-terminated line longer than 75 octets,
-// never splitting a UTF-8 sequence.
+// foldLines folds every CRLF-terminated line longer than 75 octets.
 func foldLines(in []byte) []byte {
 	var out bytes.Buffer
 	for _, line := range bytes.SplitAfter(in, []byte("\r\n")) {
 		body := bytes.TrimSuffix(line, []byte("\r\n"))
-		limit := 75
-		for len(body) > limit {
-			cut := limit
-			for cut > 0 && !utf8.RuneStart(body[cut]) {
-				cut--
-			}
-			out.Write(body[:cut])
-			out.WriteString("\r\n ")
-			body = body[cut:]
-			limit = 74 // the leading space counts
-		}
-		out.Write(body)
-		if bytes.HasSuffix(line, []byte("\r\n")) {
+		out.WriteString(localsource.FoldLine(string(body)))
+		if len(body) < len(line) {
 			out.WriteString("\r\n")
 		}
 	}

@@ -3,8 +3,6 @@ package calendar
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,16 +81,8 @@ func itemSpan(it *Item) span {
 	return span{AllDay: it.AllDay, Start: it.Start, End: it.End, StartDate: it.StartDate, EndDate: it.EndDate, TZID: it.TZID}
 }
 
-// newUID returns a random RFC 4122 version 4 UUID, the form calendar
-// servers expect.
-func newUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return strings.ToUpper(h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:])
-}
+// newUID returns a random UUID in the upper case calendar servers write.
+func newUID() string { return strings.ToUpper(localsource.NewUUID()) }
 
 // fileFor is the vdir file name of a new event: its UID, when that is a
 // safe file name, else a random one.

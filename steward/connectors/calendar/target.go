@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/agentstack/agentstack/steward/connectors/localsource"
@@ -45,13 +44,13 @@ func targets(ctx context.Context, cfg *Config, idx *Index, goos string) ([]Targe
 					NotWritable: "source " + src.Name + " is a single .ics file; Steward writes one file per event into a vdir folder, so point the source at a folder"})
 				continue
 			}
-			dirs, err := collections(src.Path)
+			dirs, err := localsource.Collections(src.Path, ".ics")
 			if err != nil {
 				return nil, sourceError("list calendars of", src.Path, err)
 			}
 			for _, d := range dirs {
 				out = append(out, Target{Source: src.Name, Kind: src.Kind, Account: src.Account, CalendarID: filepath.Base(d),
-					Title: displayName(d), Dir: d})
+					Title: localsource.DisplayName(d), Dir: d})
 			}
 		case KindApple:
 			cals, err := idx.calendarsOf(ctx, src.Name)
@@ -68,47 +67,6 @@ func targets(ctx context.Context, cfg *Config, idx *Index, goos string) ([]Targe
 		}
 	}
 	return out, nil
-}
-
-// collections lists the vdir collections of root: root itself when it
-// holds .ics files or has no sub-folders, and each visible direct
-// sub-folder.
-func collections(root string) ([]string, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, err
-	}
-	var subs []string
-	hasFiles := false
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasPrefix(name, "."):
-		case e.IsDir():
-			subs = append(subs, filepath.Join(root, name))
-		case e.Type().IsRegular() && strings.EqualFold(filepath.Ext(name), ".ics"):
-			hasFiles = true
-		}
-	}
-	slices.Sort(subs)
-	if hasFiles || len(subs) == 0 {
-		return append([]string{root}, subs...), nil
-	}
-	return subs, nil
-}
-
-// displayName is a collection's title: its vdirsyncer "displayname" file,
-// else the folder name.
-func displayName(dir string) string {
-	name := filepath.Join(dir, "displayname")
-	if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() {
-		if b, err := localsource.ReadBounded(name, 4096); err == nil {
-			if t := strings.TrimSpace(string(b)); t != "" {
-				return t
-			}
-		}
-	}
-	return filepath.Base(dir)
 }
 
 // calendarsOf lists the indexed calendars of one source.

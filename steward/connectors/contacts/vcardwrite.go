@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // ProductID is the PRODID of the vCards Steward writes.
@@ -110,17 +111,7 @@ func newCard(uid string, c Contact, now time.Time) []byte {
 func foldCard(lines []string) []byte {
 	var b bytes.Buffer
 	for _, l := range lines {
-		limit := 75
-		for len(l) > limit {
-			cut := limit
-			for cut > 0 && !utf8.RuneStart(l[cut]) {
-				cut--
-			}
-			b.WriteString(l[:cut] + "\r\n ")
-			l = l[cut:]
-			limit = 74
-		}
-		b.WriteString(l + "\r\n")
+		b.WriteString(localsource.FoldLine(l) + "\r\n")
 	}
 	return b.Bytes()
 }

@@ -3,8 +3,6 @@ package contacts
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -136,12 +134,12 @@ func (w *Writer) books(ctx context.Context) ([]Book, error) {
 					NotWritable: "source " + src.Name + " is a single .vcf file; Steward writes one file per contact into a vdir folder"})
 				continue
 			}
-			dirs, err := bookDirs(src.Path)
+			dirs, err := localsource.Collections(src.Path, ".vcf", ".vcard")
 			if err != nil {
 				return nil, sourceError("list address books of", src.Path, err)
 			}
 			for _, d := range dirs {
-				out = append(out, Book{Source: src.Name, Kind: src.Kind, ID: filepath.Base(d), Title: bookTitle(d), Dir: d})
+				out = append(out, Book{Source: src.Name, Kind: src.Kind, ID: filepath.Base(d), Title: localsource.DisplayName(d), Dir: d})
 			}
 		case KindApple:
 			b := Book{Source: src.Name, Kind: src.Kind, ID: "contacts", Title: "Contacts"}
@@ -155,38 +153,6 @@ func (w *Writer) books(ctx context.Context) ([]Book, error) {
 		}
 	}
 	return out, nil
-}
-
-// bookDirs lists the collections of a vCard vdir: root itself when it
-// holds .vcf files or has no sub-folders, and each visible sub-folder.
-func bookDirs(root string) ([]string, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, err
-	}
-	var subs []string
-	files := false
-	for _, e := range entries {
-		switch n := e.Name(); {
-		case strings.HasPrefix(n, "."):
-		case e.IsDir():
-			subs = append(subs, filepath.Join(root, n))
-		case strings.EqualFold(filepath.Ext(n), ".vcf"):
-			files = true
-		}
-	}
-	slices.Sort(subs)
-	if files || len(subs) == 0 {
-		return append([]string{root}, subs...), nil
-	}
-	return subs, nil
-}
-
-func bookTitle(dir string) string {
-	if b, err := localsource.ReadBounded(filepath.Join(dir, "displayname"), 4096); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b))
-	}
-	return filepath.Base(dir)
 }
 
 // normalize checks and trims the values of a write.
@@ -284,7 +250,7 @@ func (w *Writer) planCreate(ctx context.Context, p CreateContactParams) (*Plan, 
 	plan := &Plan{Op: "create", Book: book, Name: name, Values: vals, Params: norm}
 	switch book.Kind {
 	case KindVCard:
-		plan.Backend, plan.NativeID = BackendVCard, newID()
+		plan.Backend, plan.NativeID = BackendVCard, localsource.NewUUID()
 		plan.Path = filepath.Join(book.Dir, strings.ToLower(plan.NativeID)+".vcf")
 	case KindApple:
 		plan.Backend = BackendAppleScript
@@ -316,15 +282,6 @@ func pickBook(books []Book, id string) (Book, error) {
 		return Book{}, fmt.Errorf("address book %q cannot be written: %s", found[0].Title, found[0].NotWritable)
 	}
 	return found[0], nil
-}
-
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // planUpdate resolves the contact to one source record: the index uid is

@@ -23,8 +23,6 @@ package ekbridge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,16 +143,6 @@ func Prepare(dir string) error {
 	return nil
 }
 
-// NewID returns a random UUID (version 4), the request's file name.
-func NewID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
 // Do submits one request and waits for its response. It returns the
 // response when the launcher answered (which may carry an error), or an
 // error wrapping ErrNotExecuted or ErrUncertain.
@@ -170,7 +158,7 @@ func (c *Client) Do(ctx context.Context, operation string, payload any) (*Respon
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode payload: %v", ErrNotExecuted, err)
 	}
-	req := Request{ID: NewID(), Version: Version, Operation: operation, ExpiresAtMs: c.now().Add(timeout).UnixMilli(), Payload: raw}
+	req := Request{ID: localsource.NewUUID(), Version: Version, Operation: operation, ExpiresAtMs: c.now().Add(timeout).UnixMilli(), Payload: raw}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode request: %v", ErrNotExecuted, err)
