@@ -65,6 +65,8 @@ func (a *appleWriter) Select(p *Plan, all []Target) error {
 		}
 	case p.Recurring && p.Op == OpUpdate:
 		return unavailable("changing a recurring event")
+	case p.Op == OpUpdate && p.Change.TimeZone != nil:
+		return unavailable("changing an event's time zone (Calendar.app's AppleScript has no time zone)")
 	case p.Recurring && p.Op == OpDelete && p.Scope == ScopeFutureEvents:
 		return unavailable("deleting this and future occurrences (scope futureEvents)")
 	case p.Recurring && p.Op == OpDelete:
@@ -232,13 +234,25 @@ func appleScriptFor(p *Plan, loc *time.Location) (string, error) {
 		}
 		b.WriteString("set theEvent to make new event at end of events of theCal with properties {" + strings.Join(props, ", ") + "}\n")
 	} else {
-		if c.timesChanged() || c.TimeZone != nil {
+		startSet, endSet := c.Start != nil || c.StartDate != nil, c.End != nil || c.EndDate != nil
+		switch {
+		case startSet && endSet:
 			dates(*p.After)
-			// The live event's boundaries are checked again: a one-sided
-			// change must still end after it starts.
 			refuse("ed ≤ sd", "the event would end before it starts; nothing was changed")
 			b.WriteString("set allday event of theEvent to " + fmt.Sprint(p.After.AllDay) + "\n")
-			b.WriteString("if sd ≥ (end date of theEvent) then\nset end date of theEvent to ed\nset start date of theEvent to sd\nelse\nset start date of theEvent to sd\nset end date of theEvent to ed\nend if\n")
+			// Order the two assignments so that Calendar never sees an end
+			// before the start in between.
+			b.WriteString("if sd ≥ (end date of theEvent) then\nset end date of theEvent to ed\nset start date of theEvent to sd\n" +
+				"else\nset start date of theEvent to sd\nset end date of theEvent to ed\nend if\n")
+		case startSet:
+			// A one-sided change is checked against the live, unchanged end.
+			dates(*p.After)
+			refuse("(end date of theEvent) ≤ sd", "the event would end before it starts; nothing was changed")
+			b.WriteString("set start date of theEvent to sd\n")
+		case endSet:
+			dates(*p.After)
+			refuse("ed ≤ (start date of theEvent)", "the event would end before it starts; nothing was changed")
+			b.WriteString("set end date of theEvent to ed\n")
 		}
 		for _, f := range []struct {
 			name string

@@ -142,14 +142,18 @@ func TestAppleScriptUpdateAndDelete(t *testing.T) {
 	}
 	for _, want := range []string{
 		`set theEvent to first event of theCal whose uid is "LUNCH-1"`,
-		"set time of sd to 32400\n", // the live start, 09:00 Rome, kept by the one-sided change
 		"set time of ed to 37800\n",
-		`if ed ≤ sd then error "the event would end before it starts; nothing was changed" number 7001`,
+		// A one-sided change is checked against the live start, which it leaves alone.
+		`if ed ≤ (start date of theEvent) then error "the event would end before it starts; nothing was changed" number 7001`,
+		"set end date of theEvent to ed\n",
 		`set summary of theEvent to "Lunch & talk"`,
 	} {
 		if !strings.Contains(s[0], want) {
 			t.Errorf("update script lacks %q:\n%s", want, s[0])
 		}
+	}
+	if strings.Contains(s[0], "set start date") {
+		t.Errorf("a one-sided end change sets the start:\n%s", s[0])
 	}
 	if !strings.Contains(s[1], "delete theEvent\n") || strings.Contains(s[1], "set summary") {
 		t.Errorf("delete script:\n%s", s[1])

@@ -51,9 +51,11 @@ type Plan struct {
 	SeriesAllDay bool `json:"seriesAllDay,omitempty"`
 	// Change holds the new values (everything, for a create).
 	Change Change `json:"change"`
-	// After is the event's time span once the change is applied (the
-	// occurrence's, for an occurrence change).
-	After *span `json:"after,omitempty"`
+	// Before is the live time span the change was checked against (the
+	// occurrence's, for an occurrence change); After is the span once the
+	// change is applied.
+	Before *span `json:"before,omitempty"`
+	After  *span `json:"after,omitempty"`
 	// NewUID and NewPath are the new series a futureEvents update splits off.
 	NewUID  string `json:"newUid,omitempty"`
 	NewPath string `json:"newPath,omitempty"`
@@ -572,7 +574,7 @@ func (w *Writer) planUpdate(ctx context.Context, p UpdateEventParams) (*Plan, *U
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; nothing was written", err)
 	}
-	plan.After, plan.Change = &after, ch
+	plan.Before, plan.After, plan.Change = &live, &after, ch
 	if plan.Recurring && scope == ScopeFutureEvents && !plan.FirstOccurrence && l.target.Kind == KindICS {
 		// The split-off series' UID; EventKit assigns its own and returns it.
 		plan.NewUID = newUID()

@@ -261,6 +261,12 @@ func (b *vdirBackend) update(p *Plan, out *Outcome) error {
 	floating := f.form.floating && p.Change.TimeZone == nil
 	switch {
 	case !p.Recurring || p.FirstOccurrence:
+		// The change was checked against the live times when it was
+		// approved; if another client has moved the event since, a
+		// one-sided edit could now end before it starts.
+		if live := itemSpan(&f.item); p.Before != nil && p.Change.timesChanged() && !sameSpan(live, *p.Before) {
+			return notDone("event %s was moved by another program since the change was approved; nothing was written", p.UID)
+		}
 		if p.Change.timesChanged() && p.Recurring {
 			b.shiftSeries(f, p)
 		}
@@ -533,4 +539,12 @@ func (b *vdirBackend) delete(p *Plan) error {
 	}
 	stamp(f.master, now, true)
 	return f.write()
+}
+
+// sameSpan compares two spans by their instants or civil dates.
+func sameSpan(a, b span) bool {
+	if a.AllDay || b.AllDay {
+		return a.AllDay == b.AllDay && a.StartDate == b.StartDate && a.EndDate == b.EndDate
+	}
+	return a.Start.Equal(b.Start) && a.End.Equal(b.End)
 }

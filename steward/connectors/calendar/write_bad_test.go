@@ -145,3 +145,30 @@ func TestZoneName(t *testing.T) {
 		t.Errorf("zoneName(rome) = %q", got)
 	}
 }
+
+// A one-sided change approved against the live times is not applied if
+// another program moved the event in between.
+func TestOneSidedChangeAfterAMoveWritesNothing(t *testing.T) {
+	e := newWriteEnv(t)
+	ctx := context.Background()
+	res, err := e.w.CreateEvent(ctx, CreateEventParams{CalendarID: "work", Title: "Lunch", Start: "2026-05-07T12:00:00+02:00", End: "2026-05-07T13:00:00+02:00"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _, err := e.w.planUpdate(ctx, UpdateEventParams{UID: res.UID, End: ptr("2026-05-07T12:30:00+02:00")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.root, "work", res.UID+".ics")
+	b, _ := os.ReadFile(path)
+	moved := strings.Replace(string(b), "DTSTART;TZID=Europe/Rome:20260507T120000", "DTSTART;TZID=Europe/Rome:20260507T124500", 1)
+	os.WriteFile(path, []byte(moved), 0o644)
+	e.w.selectBackend(ctx, plan)
+	_, err = e.w.vdir.Apply(ctx, plan)
+	if err == nil || !strings.Contains(err.Error(), "moved by another program") {
+		t.Fatalf("err = %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != moved {
+		t.Error("the file was changed")
+	}
+}
