@@ -8,6 +8,7 @@ package outbox
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	gomail "github.com/emersion/go-message/mail"
 )
@@ -92,7 +94,13 @@ func Build(m *Message, date time.Time, blobs BlobOpener) ([]byte, error) {
 	if len(m.Cc) > 0 {
 		h.SetAddressList("Cc", addrList(m.Cc))
 	}
-	h.SetSubject(m.Subject)
+	if strings.Contains(m.Subject, "=?") {
+		// Text that looks like an encoded word would be decoded by every
+		// reader; encoding the whole subject keeps it literal.
+		h.Set("Subject", encodeWords(m.Subject))
+	} else {
+		h.SetSubject(m.Subject)
+	}
 	h.SetMessageID(m.MessageID)
 	if m.InReplyTo != "" {
 		h.SetMsgIDList("In-Reply-To", []string{m.InReplyTo})
@@ -180,6 +188,22 @@ func toCRLF(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.ReplaceAll(s, "\n", "\r\n")
+}
+
+// encodeWords encodes s as RFC 2047 B encoded words of at most 75
+// characters each, split between runes.
+func encodeWords(s string) string {
+	const maxRaw = 45 // 45 bytes → 60 base64 characters + 12 of "=?utf-8?b??="
+	var words []string
+	for len(s) > 0 {
+		n := min(len(s), maxRaw)
+		for n < len(s) && n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
+		s = s[n:]
+	}
+	return strings.Join(words, " ")
 }
 
 // contentTypeOf guesses an attachment's media type from its name.
