@@ -540,7 +540,7 @@ func TestBridgePicksUpToolListChanges(t *testing.T) {
 		t.Errorf("grown = %+v", got)
 	}
 	// A snapshot already taken (a turn in progress) does not change.
-	if len(before) != 10 || slices.Contains(toolNames(before), "mcp__t__grown") {
+	if len(before) != 11 || slices.Contains(toolNames(before), "mcp__t__grown") {
 		t.Errorf("old snapshot changed: %v", toolNames(before))
 	}
 }
