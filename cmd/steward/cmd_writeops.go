@@ -194,6 +194,28 @@ func openMailWriter(ctx context.Context, env *cliEnv, j *journal) (*mailWriter, 
 	return &mailWriter{Service: svc, mirror: mdb, close: func() { db.Close() }}, nil
 }
 
+// withJournal runs fn with the journal open, closing it afterwards.
+func withJournal(ctx context.Context, env *cliEnv, actor string, fn func(j *journal) error) error {
+	j, err := openJournal(ctx, env, actor)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	return fn(j)
+}
+
+// withMailWriter runs fn with the journal and the outbox open.
+func withMailWriter(ctx context.Context, env *cliEnv, actor string, fn func(j *journal, w *mailWriter) error) error {
+	return withJournal(ctx, env, actor, func(j *journal) error {
+		w, err := openMailWriter(ctx, env, j)
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		return fn(j, w)
+	})
+}
+
 func writeopsSendDue(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "writeops send-due", "[options]", "Claims scheduled sends whose time has come, one at a time, and sends them. "+
 		"A claimed row is never put back: a crash leaves it for confirmation and review. Safe to run in several processes at once.")
@@ -202,25 +224,17 @@ func writeopsSendDue(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	j, err := openJournal(ctx, env, audit.ActorScheduler)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	w, err := openMailWriter(ctx, env, j)
-	if err != nil {
-		return err
-	}
-	defer w.close()
-	rep, err := j.SendDue(ctx, w.Executors(), *limit)
-	if *asJSON {
-		if jerr := writeJSON(env.Stdout, rep); jerr != nil {
-			return jerr
+	return withMailWriter(ctx, env, audit.ActorScheduler, func(j *journal, w *mailWriter) error {
+		rep, err := j.SendDue(ctx, w.Executors(), *limit)
+		if *asJSON {
+			if jerr := writeJSON(env.Stdout, rep); jerr != nil {
+				return jerr
+			}
+		} else {
+			fmt.Fprintf(env.Stdout, "send-due: %d claimed, %d accepted by the server, %d failed, %d unknown\n", rep.Claimed, rep.Returned, rep.Failed, rep.Unknown)
 		}
-	} else {
-		fmt.Fprintf(env.Stdout, "send-due: %d claimed, %d accepted by the server, %d failed, %d unknown\n", rep.Claimed, rep.Returned, rep.Failed, rep.Unknown)
-	}
-	return err
+		return err
+	})
 }
 
 func writeopsConfirmMail(ctx context.Context, env *cliEnv, args []string) error {
@@ -230,22 +244,14 @@ func writeopsConfirmMail(ctx context.Context, env *cliEnv, args []string) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	j, err := openJournal(ctx, env, audit.ActorScheduler)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	w, err := openMailWriter(ctx, env, j)
-	if err != nil {
-		return err
-	}
-	defer w.close()
-	rep, err := j.Reconcile(ctx, writeops.DomainMail, map[writeops.Kind]writeops.Confirmer{
-		writeops.KindMailSend: w.mirror, writeops.KindMailReply: w.mirror}, writeops.DefaultBatch)
-	if err != nil {
-		return err
-	}
-	return printPass(env, rep, *asJSON)
+	return withMailWriter(ctx, env, audit.ActorScheduler, func(j *journal, w *mailWriter) error {
+		rep, err := j.Reconcile(ctx, writeops.DomainMail, map[writeops.Kind]writeops.Confirmer{
+			writeops.KindMailSend: w.mirror, writeops.KindMailReply: w.mirror}, writeops.DefaultBatch)
+		if err != nil {
+			return err
+		}
+		return printPass(env, rep, *asJSON)
+	})
 }
 
 func writeopsConfirmCalendar(ctx context.Context, env *cliEnv, args []string) error {
@@ -294,11 +300,6 @@ func writeopsList(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	j, err := openJournal(ctx, env, audit.ActorUser)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
 	f := writeops.Filter{Limit: *limit}
 	if *state != "" {
 		if _, ok := writeops.StateMeaning[writeops.State(*state)]; !ok {
@@ -306,8 +307,11 @@ func writeopsList(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		f.States = []writeops.State{writeops.State(*state)}
 	}
-	ops, err := j.List(ctx, f)
-	if err != nil {
+	var ops []writeops.Operation
+	if err := withJournal(ctx, env, audit.ActorUser, func(j *journal) (err error) {
+		ops, err = j.List(ctx, f)
+		return err
+	}); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -336,16 +340,13 @@ func writeopsShow(ctx context.Context, env *cliEnv, args []string) error {
 	if fs.NArg() != 1 {
 		return errUsage
 	}
-	j, err := openJournal(ctx, env, audit.ActorUser)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	op, err := j.Get(ctx, fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	return writeJSON(env.Stdout, op)
+	return withJournal(ctx, env, audit.ActorUser, func(j *journal) error {
+		op, err := j.Get(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		return writeJSON(env.Stdout, op)
+	})
 }
 
 func writeopsCancel(ctx context.Context, env *cliEnv, args []string) error {
@@ -356,16 +357,13 @@ func writeopsCancel(ctx context.Context, env *cliEnv, args []string) error {
 	if fs.NArg() != 1 {
 		return errUsage
 	}
-	j, err := openJournal(ctx, env, audit.ActorUser)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	if err := j.Cancel(ctx, fs.Arg(0)); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "cancelled %s\n", fs.Arg(0))
-	return nil
+	return withJournal(ctx, env, audit.ActorUser, func(j *journal) error {
+		if err := j.Cancel(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "cancelled %s\n", fs.Arg(0))
+		return nil
+	})
 }
 
 // writeopsMCP serves list_write_operations and read_write_operation.

@@ -198,23 +198,13 @@ func TestNoDoubleSendUnderSIGKILL(t *testing.T) {
 	}
 
 	// Scheduled sends claimed by send-due processes.
-	j, err := openJournal(ctx, env, audit.ActorHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := openMailWriter(ctx, env, j)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
+	var drafts []outbox.Draft
 	for i, st := range stages {
-		if _, err := w.Submit(ctx, outbox.ToolSchedule, "", outbox.Draft{To: []string{"bob@example.org"}, Subject: "due: " + st.subject,
-			Body: "scheduled " + st.name, SendAt: now.Add(time.Duration(i) * time.Second).Format(time.RFC3339)}); err != nil {
-			t.Fatal(err)
-		}
+		drafts = append(drafts, outbox.Draft{To: []string{"bob@example.org"}, Subject: "due: " + st.subject,
+			Body: "scheduled " + st.name, SendAt: now.Add(time.Duration(i) * time.Second).Format(time.RFC3339)})
 	}
-	w.close()
-	j.Close()
+	schedule(t, env, drafts)
 	time.Sleep(time.Until(now.Add(3 * time.Second)))
 	for _, st := range stages {
 		cmd := exec.Command(os.Args[0], "writeops", "send-due", "--limit", "1")
@@ -319,25 +309,13 @@ func TestConcurrentSendDueClaimsOnce(t *testing.T) {
 	}
 	srv := smtptest.StartFake(t, smtptest.FaultNone)
 	home, env := writesHome(t, srv.Port)
-	ctx := context.Background()
-	j, err := openJournal(ctx, env, audit.ActorHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := openMailWriter(ctx, env, j)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rows = 1000
 	at := time.Now().Format(time.RFC3339)
+	var drafts []outbox.Draft
 	for i := range rows {
-		if _, err := w.Submit(ctx, outbox.ToolSchedule, "", outbox.Draft{To: []string{"bob@example.org"},
-			Subject: fmt.Sprintf("row %04d", i), Body: "b", SendAt: at}); err != nil {
-			t.Fatal(err)
-		}
+		drafts = append(drafts, outbox.Draft{To: []string{"bob@example.org"}, Subject: fmt.Sprintf("row %04d", i), Body: "b", SendAt: at})
 	}
-	w.close()
-	j.Close()
+	schedule(t, env, drafts)
 	var wg sync.WaitGroup
 	reports := make([]writeops.DueReport, 8)
 	for p := range reports {
@@ -386,4 +364,21 @@ func TestConcurrentSendDueClaimsOnce(t *testing.T) {
 		}
 	}
 	t.Logf("claims spread over %d of 8 processes", busy)
+}
+
+// schedule journals the drafts through schedule_email's path.
+func schedule(t *testing.T, env *cliEnv, drafts []outbox.Draft) {
+	t.Helper()
+	ctx := context.Background()
+	err := withMailWriter(ctx, env, audit.ActorHost, func(_ *journal, w *mailWriter) error {
+		for _, d := range drafts {
+			if _, err := w.Submit(ctx, outbox.ToolSchedule, "", d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,7 +6,6 @@
 package writebench
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	stewardmail "github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/outbox"
+	"github.com/agentstack/agentstack/steward/connectors/mail/outbox/smtptest"
 	"github.com/agentstack/agentstack/steward/writeops"
 )
 
@@ -83,12 +83,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	addr := o.SMTPAddr
 	rep.Server = addr
 	if addr == "" {
-		sink, err := startSink()
+		sink, err := smtptest.NewFake(smtptest.FaultNone)
 		if err != nil {
 			return nil, err
 		}
+		sink.Discard = true
 		defer sink.Close()
-		addr = sink.Addr().String()
+		addr = sink.Addr
 		rep.Server = "in-process sink " + addr
 	}
 	if err := sendLatency(ctx, o, addr, rep); err != nil {
@@ -301,59 +302,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// startSink starts an SMTP server on loopback that accepts every message
-// and discards it.
-func startSink() (net.Listener, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go serveSink(c)
-		}
-	}()
-	return l, nil
-}
-
-func serveSink(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	w := bufio.NewWriter(c)
-	say := func(s string) { w.WriteString(s + "\r\n"); w.Flush() }
-	say("220 sink")
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		cmd := strings.ToUpper(strings.TrimSpace(line))
-		switch {
-		case strings.HasPrefix(cmd, "EHLO"), strings.HasPrefix(cmd, "HELO"):
-			say("250 sink")
-		case cmd == "DATA":
-			say("354 go on")
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == ".\r\n" {
-					break
-				}
-			}
-			say("250 ok")
-		case cmd == "QUIT":
-			say("221 bye")
-			return
-		default:
-			say("250 ok")
-		}
-	}
 }

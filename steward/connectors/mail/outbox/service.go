@@ -39,11 +39,8 @@ type Options struct {
 	// Apple sends through Mail.app for applemail accounts without smtp
 	// settings (macOS only; nil elsewhere).
 	Apple *AppleMail
-	// AfterSubmit, when set, runs after the backend accepted a message and
-	// before the Sent copy and the journal are written (crash tests).
-	AfterSubmit func()
-	Now         func() time.Time
-	Local       *time.Location
+	Now   func() time.Time
+	Local *time.Location
 }
 
 // Service prepares, journals and sends mail.
@@ -247,9 +244,6 @@ func (s *Service) Execute(ctx context.Context, op writeops.Operation) (any, erro
 	}
 	if err := s.opts.SMTP.Submit(ctx, acct, m.From, m.Recipients(), raw); err != nil {
 		return nil, err
-	}
-	if s.opts.AfterSubmit != nil {
-		s.opts.AfterSubmit()
 	}
 	rec := Receipt{MessageID: m.MessageID, Via: fmt.Sprintf("smtp %s:%d", acct.SMTP.Host, acct.SMTP.Port)}
 	if acct.Kind == stewardmail.KindMaildir && acct.FccEnabled() {

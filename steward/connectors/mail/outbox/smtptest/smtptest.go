@@ -18,9 +18,18 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB the helpers use; the package does not import
+// testing, so the benchmark sink can live in the steward binary.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+}
 
 // OpenSMTPD is a running smtpd.
 type OpenSMTPD struct {
@@ -37,7 +46,7 @@ const lockPath = "/tmp/steward-opensmtpd.lock"
 // StartOpenSMTPD starts smtpd (Debian's opensmtpd) listening on a free
 // loopback port. It skips the test when smtpd is not installed, and it must
 // run as root (smtpd drops privileges itself; deliveries run as nobody).
-func StartOpenSMTPD(t testing.TB) *OpenSMTPD {
+func StartOpenSMTPD(t TB) *OpenSMTPD {
 	t.Helper()
 	bin, err := exec.LookPath("smtpd")
 	if err != nil {
@@ -132,7 +141,7 @@ match from any for any action "deliver"
 // Addr is the listening address.
 func (s *OpenSMTPD) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 
-func freePort(t testing.TB) int {
+func freePort(t TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +159,7 @@ type Delivered struct {
 }
 
 // Messages reads the delivered copies (one per recipient).
-func (s *OpenSMTPD) Messages(t testing.TB) []Delivered {
+func (s *OpenSMTPD) Messages(t TB) []Delivered {
 	t.Helper()
 	var out []Delivered
 	for _, sub := range []string{"new", "cur"} {
@@ -181,7 +190,7 @@ func (s *OpenSMTPD) Messages(t testing.TB) []Delivered {
 }
 
 // WaitMessages polls until at least n copies were delivered.
-func (s *OpenSMTPD) WaitMessages(t testing.TB, n int) []Delivered {
+func (s *OpenSMTPD) WaitMessages(t TB, n int) []Delivered {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -210,7 +219,7 @@ const (
 )
 
 // Fake is an in-process SMTP server with a chosen fault. It records the
-// messages it accepted.
+// messages it accepted (set Discard to keep none).
 type Fake struct {
 	Addr  string
 	Port  int
@@ -218,16 +227,27 @@ type Fake struct {
 	l     net.Listener
 	mu    sync.Mutex
 	got   []string
+	// Discard keeps accepted messages out of memory (benchmarks).
+	Discard bool
 }
 
-// StartFake starts a fake server on loopback.
-func StartFake(t testing.TB, fault Fault) *Fake {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// StartFake starts a fake server on loopback, closed when the test ends.
+func StartFake(t TB, fault Fault) *Fake {
+	f, err := NewFake(fault)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// NewFake starts a fake server on loopback (also the benchmarks' sink).
+func NewFake(fault Fault) (*Fake, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	f := &Fake{Addr: l.Addr().String(), Port: l.Addr().(*net.TCPAddr).Port, fault: fault, l: l}
-	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -237,8 +257,11 @@ func StartFake(t testing.TB, fault Fault) *Fake {
 			go f.serve(c)
 		}
 	}()
-	return f
+	return f, nil
 }
+
+// Close stops accepting connections.
+func (f *Fake) Close() error { return f.l.Close() }
 
 // Accepted returns the message data the server acknowledged.
 func (f *Fake) Accepted() []string {
@@ -294,9 +317,11 @@ func (f *Fake) serve(c net.Conn) {
 				say("554 5.6.0 message refused: policy")
 				continue
 			}
-			f.mu.Lock()
-			f.got = append(f.got, data.String())
-			f.mu.Unlock()
+			if !f.Discard {
+				f.mu.Lock()
+				f.got = append(f.got, data.String())
+				f.mu.Unlock()
+			}
 			say("250 2.0.0 queued")
 		case cmd == "QUIT":
 			say("221 bye")
