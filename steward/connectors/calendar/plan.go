@@ -183,10 +183,8 @@ type located struct {
 	// baseline generation of the index when it was looked up
 	generation int64
 	// The live event: for ics targets parsed from its file.
-	raw    []byte
-	cal    *ical.Calendar
-	master *ical.Component
-	item   Item // the master as the reader sees it
+	cal  *ical.Calendar
+	item Item // the master as the reader sees it
 }
 
 // locate finds the event key names (UID, alias or ref): the index gives its
@@ -282,7 +280,7 @@ func (w *Writer) readLive(l *located) error {
 					if err != nil {
 						return fmt.Errorf("event %q in %s cannot be read: %w", l.uid, l.path, err)
 					}
-					l.raw, l.cal, l.master, l.item = data, cal, master, it
+					l.cal, l.item = cal, it
 					return nil
 				}
 				if err != nil {
