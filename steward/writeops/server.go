@@ -115,7 +115,9 @@ func NewServer(s *Store, version string) *mcp.Server {
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_write_operation", Annotations: ro, Description: "Read one journaled write: its full input, " +
 		"backend result, error, confirmation attempts and the stored evidence."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, req ReadRequest) (*mcp.CallToolResult, *Operation, error) {
+		// The output is declared as any: the stored JSON values (input,
+		// evidence) have no fixed schema.
+		func(ctx context.Context, _ *mcp.CallToolRequest, req ReadRequest) (*mcp.CallToolResult, any, error) {
 			op, err := s.Get(ctx, req.OperationID)
 			if errors.Is(err, ErrNotFound) {
 				return nil, nil, fmt.Errorf("no write operation %q; list_write_operations shows the ids", req.OperationID)
@@ -123,7 +125,7 @@ func NewServer(s *Store, version string) *mcp.Server {
 			if err != nil {
 				return nil, nil, err
 			}
-			return nil, &op, nil
+			return nil, op, nil
 		})
 	return srv
 }
