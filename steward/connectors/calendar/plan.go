@@ -530,7 +530,7 @@ func (w *Writer) planUpdate(ctx context.Context, p UpdateEventParams) (*Plan, *U
 			if err != nil {
 				return nil, nil, err
 			}
-			ch.Start, norm.Start = &t, ptr(t.Format(time.RFC3339))
+			ch.Start, norm.Start = &t, ptr(t.In(w.zone).Format(time.RFC3339))
 		}
 	}
 	if p.End != nil {
@@ -545,7 +545,7 @@ func (w *Writer) planUpdate(ctx context.Context, p UpdateEventParams) (*Plan, *U
 			if err != nil {
 				return nil, nil, err
 			}
-			ch.End, norm.End = &t, ptr(t.Format(time.RFC3339))
+			ch.End, norm.End = &t, ptr(t.In(w.zone).Format(time.RFC3339))
 		}
 	}
 	if p.Alarms != nil {

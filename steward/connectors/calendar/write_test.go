@@ -184,7 +184,7 @@ func TestWritesAreReadByKhal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != string(writeops.StateReturned) || res.Backend != BackendVdir {
+	if res.State != string(writeops.StateReturned) || !res.PendingConfirmation || res.Backend != BackendVdir {
 		t.Fatalf("create: %+v", res)
 	}
 	e.confirm(res)

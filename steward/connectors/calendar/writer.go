@@ -170,11 +170,13 @@ type WriteResult struct {
 	OperationID string `json:"operationId"`
 	// State is the journal state: script_returned (the backend returned;
 	// confirmation pending), failed (nothing written) or unknown.
-	State   string `json:"state"`
-	UID     string `json:"uid,omitempty"`
-	NewUID  string `json:"newUid,omitempty"`
-	Backend string `json:"backend"`
-	Message string `json:"message"`
+	State string `json:"state"`
+	// PendingConfirmation: the backend returned; a later sync confirms.
+	PendingConfirmation bool   `json:"pendingConfirmation,omitempty"`
+	UID                 string `json:"uid,omitempty"`
+	NewUID              string `json:"newUid,omitempty"`
+	Backend             string `json:"backend"`
+	Message             string `json:"message"`
 }
 
 // CreateEvent implements create_event.
@@ -271,6 +273,7 @@ func (w *Writer) execute(ctx context.Context, plan *Plan, kind writeops.Kind, to
 		res.Message = "UNCERTAIN: the calendar backend did not say whether the change was made (" + op.Error +
 			"). Do not retry; the next calendar sync will check (read_write_operation shows the evidence)."
 	default:
+		res.PendingConfirmation = true
 		res.Message = "Written; pending confirmation: the next calendar sync checks that the calendar shows the change " +
 			"(read_write_operation " + op.ID + " shows the state)."
 	}
