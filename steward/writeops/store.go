@@ -172,8 +172,11 @@ func (s *Store) insert(ctx context.Context, n NewOperation, state State, schedul
 		return Operation{}, fmt.Errorf("journal write: kind %q is not domain.action", n.Kind)
 	}
 	input, err := marshal(n.Input)
-	if err != nil || !input.Valid {
-		return Operation{}, fmt.Errorf("journal %s: input: %v", n.Kind, errOr(err, "missing"))
+	if err != nil {
+		return Operation{}, fmt.Errorf("journal %s: input: %w", n.Kind, err)
+	}
+	if !input.Valid {
+		return Operation{}, fmt.Errorf("journal %s: the input is missing", n.Kind)
 	}
 	expected, err := marshal(n.Expected)
 	if err != nil {
@@ -193,13 +196,6 @@ func (s *Store) insert(ctx context.Context, n NewOperation, state State, schedul
 		return Operation{}, fmt.Errorf("journal %s: %w", n.Kind, err)
 	}
 	return s.Get(ctx, id)
-}
-
-func errOr(err error, msg string) any {
-	if err != nil {
-		return err
-	}
-	return msg
 }
 
 func unixMilli(t time.Time) int64 {

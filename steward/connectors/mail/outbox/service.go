@@ -115,7 +115,7 @@ func (s *Service) Submit(ctx context.Context, tool, origin string, d Draft) (Res
 	if err != nil {
 		return Result{}, err
 	}
-	m, err := s.materialize(res)
+	m, err := s.materialize(ctx, res)
 	if err != nil {
 		return Result{}, err
 	}
@@ -159,7 +159,7 @@ func summary(m *Message) string {
 
 // materialize turns a resolved draft into the journaled message: the
 // attachments' content is copied into the blob store and a Message-ID made.
-func (s *Service) materialize(res *Resolved) (*Message, error) {
+func (s *Service) materialize(ctx context.Context, res *Resolved) (*Message, error) {
 	d := res.Draft
 	m := &Message{Account: res.Account.Name, From: d.From, To: d.To, Cc: d.Cc, Bcc: d.Bcc, Subject: res.Subject,
 		Body: res.Body, MessageID: newMessageID(d.From)}
@@ -179,7 +179,7 @@ func (s *Service) materialize(res *Resolved) (*Message, error) {
 			at.Source, at.ContentType = a.Path, contentTypeOf(a.Filename)
 		} else {
 			var info MirrorAttachment
-			if info, err = s.opts.Mirror.Attachment(context.Background(), a.AttachmentID); err == nil {
+			if info, err = s.opts.Mirror.Attachment(ctx, a.AttachmentID); err == nil {
 				if s.opts.MirrorBlobs == nil {
 					err = errors.New("mirror attachment store unavailable")
 				} else {
