@@ -159,11 +159,14 @@ func TestSendReplyScheduleThroughOpenSMTPD(t *testing.T) {
 	// reply_email: linked to an original in the inbox, quoting it.
 	e.md.Add("INBOX", archive.Message{ID: "orig-1@example.org", From: "Bob <bob@example.org>", To: []string{"me@example.com"},
 		Cc: []string{"dan@example.net"}, Subject: "Dinner?", Body: "Are you free Friday?", Date: time.Now().Add(-time.Hour),
-		References: []string{"root-0@example.org"}}, "S")
+		References: []string{"root-0@example.org"}, Attach: []archive.Attachment{{Name: "menu.pdf", ContentType: "application/pdf", Data: []byte("%PDF-1.4 menu")}}}, "S")
 	e.sync()
-	var origID string
+	var origID, attID string
 	e.mdb.DB.QueryRow(`SELECT id FROM messages WHERE message_id = 'orig-1@example.org'`).Scan(&origID)
-	preview, err := e.svc.Preflight(ctx, ToolReply, Draft{ReplyToID: origID, ReplyAll: true, Body: "Yes, Friday works."})
+	e.mdb.DB.QueryRow(`SELECT id FROM attachments WHERE filename = 'menu.pdf'`).Scan(&attID)
+	// The reply forwards the original's attachment by its mirror id.
+	preview, err := e.svc.Preflight(ctx, ToolReply, Draft{ReplyToID: origID, ReplyAll: true, Body: "Yes, Friday works.",
+		Attachments: []AttachmentRef{{AttachmentID: attID}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +189,9 @@ func TestSendReplyScheduleThroughOpenSMTPD(t *testing.T) {
 	if reply == nil || reply.Header.Get("In-Reply-To") != "<orig-1@example.org>" ||
 		reply.Header.Get("References") != "<root-0@example.org> <orig-1@example.org>" {
 		t.Fatalf("reply headers %+v", reply)
+	}
+	if raw, _ := os.ReadFile(reply.Path); !strings.Contains(string(raw), "menu.pdf") || !strings.Contains(string(raw), "JVBERi0xLjQgbWVudQ") {
+		t.Fatalf("the reply lacks the forwarded attachment:\n%s", raw)
 	}
 	e.sync()
 	if rep := e.confirm(); rep.Confirmed != 1 || e.op(res.OperationID).Kind != writeops.KindMailReply {
