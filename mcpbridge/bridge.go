@@ -681,6 +681,9 @@ func (s *server) listTools(ctx context.Context, sess *mcp.ClientSession) ([]*bri
 			s.log.Warn("mcp server lists too many tools; ignoring the rest", "kept", maxToolsPerServer)
 			break
 		}
+		if hidden, _ := t.Meta[MetaHidden].(bool); hidden {
+			continue // a companion (such as a preflight) that the agent never calls itself
+		}
 		name := ToolName(s.cfg.Name, t.Name)
 		if seen[name] {
 			s.log.Warn("mcp server lists a tool twice; ignoring the repeat", "tool", t.Name)
@@ -695,8 +698,9 @@ func (s *server) listTools(ctx context.Context, sess *mcp.ClientSession) ([]*bri
 		if desc == "" {
 			desc = t.Title
 		}
+		preflight, _ := t.Meta[MetaPreflight].(string)
 		out = append(out, &bridgeTool{
-			s: s, remote: t.Name,
+			s: s, remote: t.Name, preflight: preflight,
 			spec: agent.ToolSpec{Name: name, Description: desc, Parameters: params},
 		})
 	}
@@ -710,6 +714,46 @@ type bridgeTool struct {
 	s      *server
 	remote string // the tool's name on the server
 	spec   agent.ToolSpec
+	// preflight is the server's companion tool that validates and
+	// normalises this tool's arguments before an approval card shows them.
+	preflight string
+}
+
+// Tool metadata keys (in a tool's _meta) that Steward's own connectors use.
+const (
+	// MetaPreflight names a companion tool on the same server that takes
+	// the tool's arguments and returns them validated and normalised as its
+	// structured content, or an error result when they are invalid. The
+	// approval gate calls it before showing the card and again on the
+	// user's edited arguments.
+	MetaPreflight = "steward/preflight"
+	// MetaHidden marks a tool the agent is not shown (a preflight companion).
+	MetaHidden = "steward/hidden"
+)
+
+// Preflight validates and normalises arguments through the tool's
+// preflight companion (see MetaPreflight); without one it returns args
+// unchanged.
+func (t *bridgeTool) Preflight(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if t.preflight == "" {
+		return args, nil
+	}
+	res, err := t.call(ctx, t.preflight, args)
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		out, _ := convertResult(res)
+		return nil, errors.New(strings.TrimSpace(out.Content))
+	}
+	if res.StructuredContent == nil {
+		return nil, fmt.Errorf("preflight of %s returned no arguments", t.spec.Name)
+	}
+	norm, err := json.Marshal(res.StructuredContent)
+	if err != nil || len(norm) == 0 || norm[0] != '{' {
+		return nil, fmt.Errorf("preflight of %s returned arguments that are not a JSON object", t.spec.Name)
+	}
+	return norm, nil
 }
 
 // Spec returns the tool's name, description and argument schema.
@@ -719,6 +763,15 @@ func (t *bridgeTool) Spec() agent.ToolSpec { return t.spec }
 // or goes away during the call gives an error at once; ctx bounds the wait
 // for a live server's answer.
 func (t *bridgeTool) Call(ctx context.Context, args json.RawMessage) (agent.ToolResult, error) {
+	res, err := t.call(ctx, t.remote, args)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	return convertResult(res)
+}
+
+// call runs the server's tool remote with args on the current session.
+func (t *bridgeTool) call(ctx context.Context, remote string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	s := t.s
 	s.b.mu.Lock()
 	c, state, lastErr := s.conn, s.state, s.lastErr
@@ -728,33 +781,33 @@ func (t *bridgeTool) Call(ctx context.Context, args json.RawMessage) (agent.Tool
 		if lastErr != "" {
 			msg += ": " + lastErr
 		}
-		return agent.ToolResult{}, errors.New(msg)
+		return nil, errors.New(msg)
 	}
 	arguments, err := callArgs(args)
 	if err != nil {
-		return agent.ToolResult{}, fmt.Errorf("call %s: %w", t.spec.Name, err)
+		return nil, fmt.Errorf("call %s: %w", t.spec.Name, err)
 	}
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)() // the server stopping ends the call
 	s.b.callStarted()
 	defer s.b.callEnded()
-	res, err := c.sess.CallTool(callCtx, &mcp.CallToolParams{Name: t.remote, Arguments: arguments})
+	res, err := c.sess.CallTool(callCtx, &mcp.CallToolParams{Name: remote, Arguments: arguments})
 	switch {
 	case err == nil:
-		return convertResult(res)
+		return res, nil
 	case ctx.Err() != nil:
-		return agent.ToolResult{}, fmt.Errorf("call %s: %w", t.spec.Name, ctx.Err())
+		return nil, fmt.Errorf("call %s: %w", t.spec.Name, ctx.Err())
 	case c.ctx.Err() != nil, errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		s.b.mu.Lock()
 		closing := s.b.closed
 		s.b.mu.Unlock()
 		if closing {
-			return agent.ToolResult{}, fmt.Errorf("call %s: the MCP bridge is shutting down", t.spec.Name)
+			return nil, fmt.Errorf("call %s: the MCP bridge is shutting down", t.spec.Name)
 		}
-		return agent.ToolResult{}, fmt.Errorf("call %s: MCP server %q went away before answering; it will be restarted", t.spec.Name, s.cfg.Name)
+		return nil, fmt.Errorf("call %s: MCP server %q went away before answering; it will be restarted", t.spec.Name, s.cfg.Name)
 	default:
-		return agent.ToolResult{}, fmt.Errorf("call %s: %s", t.spec.Name, s.mask(err.Error()))
+		return nil, fmt.Errorf("call %s: %s", t.spec.Name, s.mask(err.Error()))
 	}
 }
 

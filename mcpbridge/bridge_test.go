@@ -150,7 +150,7 @@ func TestBridgeListsAndCallsTools(t *testing.T) {
 	tools := b.Tools()
 
 	want := []string{
-		"mcp__t__args", "mcp__t__crash", ToolName("t", "dotted.name"), "mcp__t__echo", "mcp__t__empty",
+		"mcp__t__args", "mcp__t__book", "mcp__t__crash", ToolName("t", "dotted.name"), "mcp__t__echo", "mcp__t__empty",
 		"mcp__t__env", "mcp__t__fail", "mcp__t__grow", "mcp__t__hang", "mcp__t__rich",
 	}
 	slices.Sort(want)
@@ -221,6 +221,36 @@ func TestBridgeListsAndCallsTools(t *testing.T) {
 
 	if _, err := findTool(t, tools, "mcp__t__echo").Call(context.Background(), json.RawMessage(`["not","an","object"]`)); err == nil || !strings.Contains(err.Error(), "JSON object") {
 		t.Errorf("array arguments: err = %v", err)
+	}
+}
+
+// A tool whose _meta names a preflight companion validates and normalises
+// its arguments through it; the hidden companion is not offered to the agent.
+func TestBridgePreflightCompanion(t *testing.T) {
+	b := startBridge(t, Options{Servers: []ServerConfig{testServerConfig(t, "t", nil)}}, nil)
+	waitStatus(t, b, "t", isReady)
+	tools := b.Tools()
+	if slices.Contains(toolNames(tools), "mcp__t__book_preflight") {
+		t.Errorf("the hidden preflight companion is offered: %v", toolNames(tools))
+	}
+	type preflighter interface {
+		Preflight(context.Context, json.RawMessage) (json.RawMessage, error)
+	}
+	book, ok := findTool(t, tools, "mcp__t__book").(preflighter)
+	if !ok {
+		t.Fatal("bridge tools do not implement Preflight")
+	}
+	norm, err := book.Preflight(context.Background(), json.RawMessage(`{"day":"monday"}`))
+	if err != nil || string(norm) != `{"day":"MONDAY"}` {
+		t.Errorf("preflight = %s, %v; want the companion's normalised arguments", norm, err)
+	}
+	if _, err := book.Preflight(context.Background(), json.RawMessage(`{}`)); err == nil || err.Error() != "day is required" {
+		t.Errorf("invalid arguments: err = %v, want the companion's message", err)
+	}
+	// A tool without a companion passes its arguments through unchanged.
+	echo := findTool(t, tools, "mcp__t__echo").(preflighter)
+	if got, err := echo.Preflight(context.Background(), json.RawMessage(`{"text":"x"}`)); err != nil || string(got) != `{"text":"x"}` {
+		t.Errorf("echo preflight = %s, %v", got, err)
 	}
 }
 
@@ -510,7 +540,7 @@ func TestBridgePicksUpToolListChanges(t *testing.T) {
 		t.Errorf("grown = %+v", got)
 	}
 	// A snapshot already taken (a turn in progress) does not change.
-	if len(before) != 10 || slices.Contains(toolNames(before), "mcp__t__grown") {
+	if len(before) != 11 || slices.Contains(toolNames(before), "mcp__t__grown") {
 		t.Errorf("old snapshot changed: %v", toolNames(before))
 	}
 }

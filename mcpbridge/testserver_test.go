@@ -142,6 +142,25 @@ func runTestServer() int {
 	mcp.AddReceivingCustomMethod(s, "test/ping", func(context.Context, *mcp.ServerSession, *customParams) (*pingResult, error) {
 		return &pingResult{Pong: "pong"}, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "book", Description: "Books a day; preflighted.", InputSchema: objectSchema,
+		Meta: mcp.Meta{MetaPreflight: "book_preflight"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return textResult("booked " + string(req.Params.Arguments)), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "book_preflight", Description: "Validates book's arguments.", InputSchema: objectSchema,
+		Meta: mcp.Meta{MetaHidden: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				Day string `json:"day"`
+			}
+			json.Unmarshal(req.Params.Arguments, &in)
+			if in.Day == "" {
+				res := textResult("day is required")
+				res.IsError = true
+				return res, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: map[string]any{"day": strings.ToUpper(in.Day)}}, nil
+		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "testserver:", err)
 		return 1

@@ -27,6 +27,7 @@ import (
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
 	"github.com/agentstack/agentstack/steward/watch/trainwatch"
 	"github.com/agentstack/agentstack/steward/web"
+	"github.com/agentstack/agentstack/steward/writeops"
 )
 
 // systemInfo is what the System page shows besides the host itself: the
@@ -103,6 +104,12 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		st.push(auditLedger.Close)
 		auditor, auditRoute = host.LedgerAuditor(auditLedger), auditLedger.Handler()
 	}
+	// The journal's review route reads the store the connectors write.
+	journalStore, err := writeops.Open(ctx, writeops.Path(sc.home), writeops.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	st.push(journalStore.Close)
 	chatStore, err := chats.Open(ctx, filepath.Join(sc.home, "chats.db"))
 	if err != nil {
 		return nil, err
@@ -144,7 +151,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	var bg *background // started once the host exists; read by the System page
 	h := host.New(host.Options{
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
-		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute,
+		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
 			info := systemInfo(ctx, d.gatewayURL, bridge)
@@ -168,7 +175,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	pushSvc.Mount(h.Handle)
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 
-	capabilities, err := watch.NewRegistry()
+	capabilities, err := watch.NewRegistry(writeCapabilities()...)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func calendarMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 		return nil, err
 	}
 	open, _ := calendar.OpenService(indexPath, calendar.ServiceOptions{Embedder: emb})
-	return calendar.NewMCPServer(open, version), nil
+	return calendar.NewWritableMCPServer(open, calendarWriter(env, indexPath), version), nil
 }
 
 // calendarBench reproduces the spec's Calendar rows.

@@ -74,7 +74,7 @@ func contactsMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 		return nil, err
 	}
 	open, _ := contacts.OpenService(indexPath, emb)
-	return contacts.NewMCPServer(open, version), nil
+	return contacts.NewWritableMCPServer(open, contactsWriter(env, indexPath), version), nil
 }
 
 // contactsBench reproduces the spec's Contacts rows.

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/bench"
@@ -377,8 +378,19 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return server.New(server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
-		Guard: server.NewGuard(mail.UserHome(), cfg.Home)})
+	opts := server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
+		Guard: server.NewGuard(mail.UserHome(), cfg.Home)}
+	// The writes live as long as the connector process; so do their stores.
+	j, err := openJournal(ctx, env, audit.ActorHost)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openMailWriter(ctx, env, j)
+	if err != nil {
+		return nil, err
+	}
+	opts.Sender = w
+	return server.New(opts)
 }
 
 func mailBench(ctx context.Context, env *cliEnv, args []string) error {

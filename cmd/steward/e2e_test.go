@@ -35,25 +35,7 @@ func TestServeTurnUsesRealConnector(t *testing.T) {
 		llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "c1", Function: llm.FunctionCall{Name: "mcp__shell__find_files", Arguments: string(args)}}}},
 		llmtest.Reply{Content: "Found your invoice."})
 
-	cfg, _ := env.Config()
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostLn, gwLn := loopback(t), loopback(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	base := "http://" + hostLn.Addr().String()
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
-	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
-	token := strings.TrimSpace(string(tok))
+	base, token := runServe(t, env, home)
 
 	// The System page reports the connector once it is ready.
 	waitFor(t, func() bool {

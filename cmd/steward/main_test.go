@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == testMCPServerArg {
 		os.Exit(runTestMCPServer(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.") {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
 		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
 	os.Exit(m.Run())

@@ -40,6 +40,9 @@ type Options struct {
 	Rates func() map[string]gateway.Rate
 	// AuditHandler serves GET /audit (already filtering and paginating).
 	AuditHandler http.Handler
+	// WriteOpsHandler serves GET /writeops and GET /writeops/{id}, the
+	// write journal the tool cards of journaled writes link to.
+	WriteOpsHandler http.Handler
 	// Web serves the web app at / without a token (it holds no data; every
 	// data route it calls needs the token), e.g. steward/web.Handler().
 	Web http.Handler
@@ -108,6 +111,10 @@ func New(opts Options) *Host {
 	if opts.AuditHandler != nil {
 		h.Handle("GET /audit", opts.AuditHandler)
 		h.Handle("GET /audit/{id}", opts.AuditHandler)
+	}
+	if opts.WriteOpsHandler != nil {
+		h.Handle("GET /writeops", opts.WriteOpsHandler)
+		h.Handle("GET /writeops/{id}", opts.WriteOpsHandler)
 	}
 	h.mux.HandleFunc("GET /pair", h.handlePair)
 	h.Handle("GET /system/status", http.HandlerFunc(h.handleSystemStatus))

@@ -127,8 +127,15 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func dataKind(data json.RawMessage) string {
 	var k struct {
 		Kind string `json:"kind"`
+		// MCP results carry it in their structured content.
+		Structured struct {
+			Kind string `json:"kind"`
+		} `json:"structuredContent"`
 	}
 	if len(data) > 0 && json.Unmarshal(data, &k) == nil {
+		if k.Kind == "" {
+			return k.Structured.Kind
+		}
 		return k.Kind
 	}
 	return ""

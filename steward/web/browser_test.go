@@ -191,6 +191,25 @@ func TestBrowserDesktop(t *testing.T) {
 		}
 	})
 
+	t.Run("journaled write card links to the journal", func(t *testing.T) {
+		b.t = t
+		b.send("journal a write")
+		b.lastAssistant("Done: Accepted, operation")
+		card := `[...document.querySelectorAll('.tool-card .rich-write_operation')].pop()`
+		if got := eval[string](b, card+`.querySelector('.writeop-state').textContent`); got != "script_returned" {
+			t.Fatalf("state badge %q", got)
+		}
+		id := strings.TrimPrefix(eval[string](b, card+`.querySelector('.writeop-link').textContent`), "journal ")
+		if _, err := h.journal.Confirm(context.Background(), id, map[string]string{"mirrorId": "42"}); err != nil {
+			t.Fatal(err)
+		}
+		b.do(chromedp.Evaluate[chromedp.Void](card + `.querySelector('.writeop-link').click()`))
+		b.wait(card + `.querySelector('.writeop-state').textContent === 'confirmed'`)
+		if got := eval[string](b, card+`.querySelector('.writeop-detail').textContent`); !strings.Contains(got, "observed in the mirror or index") {
+			t.Errorf("detail after following the link = %q", got)
+		}
+	})
+
 	t.Run("question card", func(t *testing.T) {
 		b.t = t
 		b.send("ask me which train")

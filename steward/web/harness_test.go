@@ -31,6 +31,7 @@ import (
 	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/web"
+	"github.com/agentstack/agentstack/steward/writeops"
 )
 
 var screenshotDir = flag.String("screenshots", "", "write screenshots of the app (PNG) into this directory, e.g. ../../docs/screenshots")
@@ -58,6 +59,7 @@ type harness struct {
 	pol      *policy.Policy
 	gw       *gateway.Gateway
 	push     *push.Service
+	journal  *writeops.Store
 	pushSrv  *httptest.Server // the push service every subscription's endpoint reaches
 
 	addr string
@@ -96,7 +98,10 @@ func newHarness(t *testing.T) *harness {
 	if h.audit, err = audit.Open(ctx, filepath.Join(h.home, "audit.db"), audit.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if h.pol, err = policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"}}); err != nil {
+	if h.journal, err = writeops.Open(ctx, writeops.Path(h.home), writeops.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if h.pol, err = policy.New(policy.Options{User: policy.Rules{Allow: []string{"test__journaled_write"}, DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &gateway.Config{
@@ -135,7 +140,7 @@ func (h *harness) start(addr string) {
 	h.t.Helper()
 	h.host = host.New(host.Options{
 		Token: hostToken, Version: "test", Home: h.home, Usage: h.ledger, Rates: h.gw.Rates,
-		AuditHandler: h.audit.Handler(), Web: web.Handler(),
+		AuditHandler: h.audit.Handler(), WriteOpsHandler: writeops.Handler(h.journal), Web: web.Handler(),
 		System: h.systemInfo,
 		Chats: host.ManagerOptions{
 			Store: h.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: h.gwSrv.URL + "/v1"}), ModelName: "tier-5",
@@ -194,6 +199,7 @@ func (h *harness) close() {
 	h.gwSrv.Close()
 	h.pushSrv.Close()
 	h.audit.Close()
+	h.journal.Close()
 	h.ledger.Close()
 	h.store.Close()
 }
@@ -246,6 +252,22 @@ func (h *harness) tools() []agent.Tool {
 					`{"kind":"file","path":"/Users/me/Documents/invoice-2026-11.pdf","name":"invoice-2026-11.pdf","size":48213,"modified":"2026-11-28T18:00:00Z","mime":"application/pdf","score":0.8},` +
 					`{"kind":"event","uid":"ev1","calendar":"Work","title":"Pay the invoice","start":"2026-12-01T09:00:00Z","end":"2026-12-01T09:30:00Z","allDay":false,"location":"Home","score":0.5}]}`)}
 		}),
+		// A journaled write answering as the mail connector does through the
+		// MCP bridge: the write_operation card in the structured content.
+		mk("test__journaled_write", `{"type":"object"}`, func(json.RawMessage) agent.ToolResult {
+			ctx := context.Background()
+			op, err := h.journal.Begin(ctx, writeops.NewOperation{Kind: writeops.KindMailSend, Summary: "mail to anna@polimi.it: Lunch",
+				Input: map[string]any{"to": []string{"anna@polimi.it"}, "subject": "Lunch"}})
+			if err == nil {
+				op, err = h.journal.Finish(ctx, op.ID, nil, nil)
+			}
+			if err != nil {
+				return agent.ToolResult{Content: err.Error(), IsError: true}
+			}
+			data, _ := json.Marshal(map[string]any{"content": []any{}, "structuredContent": map[string]any{"kind": "write_operation",
+				"operationId": op.ID, "summary": op.Summary, "state": op.State, "note": "accepted by the server"}})
+			return agent.ToolResult{Content: "Accepted, operation " + op.ID, Data: data}
+		}),
 		mk("mcp__mail__send_email", `{"type":"object","required":["to","body"],"properties":{"to":{"type":"string","description":"Recipient address"},"body":{"type":"string"},"cc":{"type":"string"},"priority":{"type":"integer"}}}`,
 			func(json.RawMessage) agent.ToolResult { return agent.ToolResult{Content: "Queued for sending."} }),
 	}, h.cardTools()...)
@@ -281,6 +303,8 @@ func (h *harness) script(req llmtest.Request) llmtest.Reply {
 		return call("mcp__mail__search_mail", `{"query":"invoice"}`)
 	case strings.Contains(content, "ask me"):
 		return call(host.AskUserTool, `{"question":"Which train?","options":["The 17:05","The 18:05"]}`)
+	case strings.Contains(content, "journal a write"):
+		return call("test__journaled_write", `{}`)
 	case strings.Contains(content, "send mail"):
 		return call("mcp__mail__send_email", `{"to":"anna@polimi.it","body":"See you Monday.","cc":"boss@polimi.it"}`)
 	}

@@ -1,6 +1,8 @@
 package calendar
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +25,26 @@ func FuzzParseICS(f *testing.F) {
 		}
 		if len(r.res.FailedPaths) > len(r.res.ItemErrors) {
 			t.Fatalf("a failed file without an error: %v", r.res.FailedPaths)
+		}
+	})
+}
+
+// FuzzFoldLines: folded content lines are at most 75 octets, never split a
+// UTF-8 sequence, and unfold back to the original.
+func FuzzFoldLines(f *testing.F) {
+	f.Add("DESCRIPTION:" + strings.Repeat("àbc ", 40))
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\r\n") {
+			return
+		}
+		out := foldLines([]byte(line + "\r\n"))
+		for _, l := range bytes.Split(bytes.TrimSuffix(out, []byte("\r\n")), []byte("\r\n")) {
+			if len(l) > 75 {
+				t.Fatalf("line of %d octets", len(l))
+			}
+		}
+		if got := string(unfold(out)); got != line+"\r\n" {
+			t.Fatalf("unfolds to %q, want %q", got, line)
 		}
 	})
 }

@@ -76,16 +76,7 @@ func vdirCalendars(root string) ([]vdirCalendar, error) {
 	}
 	out := make([]vdirCalendar, len(folders))
 	for i, f := range folders {
-		out[i] = vdirCalendar{id: f.Name, title: f.Name, files: f.Files}
-		// The title file must be a plain file: never read a FIFO or follow a link.
-		name := filepath.Join(f.Path, "displayname")
-		if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() {
-			if b, err := localsource.ReadBounded(name, 4096); err == nil {
-				if t := strings.TrimSpace(string(b)); t != "" {
-					out[i].title = t
-				}
-			}
-		}
+		out[i] = vdirCalendar{id: f.Name, title: localsource.DisplayName(f.Path), files: f.Files}
 	}
 	return out, nil
 }

@@ -5,7 +5,12 @@
 // search_events, read_event, list_calendars and check_availability over MCP.
 //
 // The index is a rebuildable sidecar: Apple's store (or the .ics files) stay
-// the source of truth, and this package never writes to them.
+// the source of truth, and the index never writes to them. The approved
+// write tools create_event, update_event and delete_event (Writer) change
+// them through their own interfaces only: RFC 5545 files in vdir folders, or
+// on macOS the launcher's EventKit bridge or Calendar.app's AppleScript;
+// every write is journaled first and confirmed against a later sync
+// (Confirmer).
 package calendar
 
 import (

@@ -31,11 +31,13 @@ type eventRow struct {
 	SeriesEnd                             sql.NullInt64
 	ExDates, RDates, Alarms               string
 	LastModified                          sql.NullInt64
+	SourcePath                            string
+	SeenGeneration                        int64
 }
 
 const rowColumns = `id, ref_id, COALESCE(parent_ref, ''), source, account, calendar, calendar_id, uid, external_id, recurrence_id,
 	title, location, notes, url, start_at, end_at, all_day, start_date, end_date, tzid, floating, status, transparent,
-	rrule, rrule_canonical, rrule_problem, rrule_expandable, series_end, exdates, rdates, alarms, last_modified`
+	rrule, rrule_canonical, rrule_problem, rrule_expandable, series_end, exdates, rdates, alarms, last_modified, source_path, seen_generation`
 
 func scanRows(rows *sql.Rows) ([]*eventRow, error) {
 	defer rows.Close()
@@ -45,7 +47,7 @@ func scanRows(rows *sql.Rows) ([]*eventRow, error) {
 		if err := rows.Scan(&e.ID, &e.Ref, &e.Parent, &e.Source, &e.Account, &e.Calendar, &e.CalendarID, &e.UID, &e.ExternalID, &e.RecurrenceID,
 			&e.Title, &e.Location, &e.Notes, &e.URL, &e.StartAt, &e.EndAt, &e.AllDay, &e.StartDate, &e.EndDate, &e.TZID, &e.Floating,
 			&e.Status, &e.Transparent, &e.RRule, &e.Canonical, &e.Problem, &e.Expandable, &e.SeriesEnd, &e.ExDates, &e.RDates,
-			&e.Alarms, &e.LastModified); err != nil {
+			&e.Alarms, &e.LastModified, &e.SourcePath, &e.SeenGeneration); err != nil {
 			return nil, fmt.Errorf("read indexed event: %w", err)
 		}
 		out = append(out, e)

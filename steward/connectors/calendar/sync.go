@@ -38,12 +38,16 @@ type SyncOptions struct {
 // SyncReport says what one sync did.
 type SyncReport struct {
 	Generation int64 `json:"generation"`
-	Complete   bool  `json:"complete"`
-	Items      int   `json:"items"`
-	Added      int   `json:"added"`
-	Updated    int   `json:"updated"`
-	Unchanged  int   `json:"unchanged"`
-	Deleted    int   `json:"deleted"`
+	// StartedAt is when the sync began reading its sources: write
+	// confirmation only takes evidence from a sync that started after the
+	// write completed.
+	StartedAt time.Time `json:"startedAt"`
+	Complete  bool      `json:"complete"`
+	Items     int       `json:"items"`
+	Added     int       `json:"added"`
+	Updated   int       `json:"updated"`
+	Unchanged int       `json:"unchanged"`
+	Deleted   int       `json:"deleted"`
 	// Kept counts rows left in place because their source or file could not
 	// be read this time.
 	Kept int `json:"kept"`
@@ -86,6 +90,7 @@ func (x *Index) Sync(ctx context.Context, cfg *Config, opts SyncOptions) (*SyncR
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	started := now()
 	ropts := opts.Read
 	if ropts.Zone == nil {
 		ropts.Zone = cfg.Location()
@@ -95,7 +100,7 @@ func (x *Index) Sync(ctx context.Context, cfg *Config, opts SyncOptions) (*SyncR
 	if err != nil {
 		return nil, err
 	}
-	report := &SyncReport{SourceErrors: failed}
+	report := &SyncReport{SourceErrors: failed, StartedAt: started.UTC()}
 	for _, src := range cfg.Sources {
 		if res, ok := results[src.Name]; ok {
 			for _, e := range res.ItemErrors {
@@ -196,9 +201,11 @@ func (x *Index) write(ctx context.Context, tx *sql.Tx, gen int64, cfg *Config, r
 			report.Kept++
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('zone', ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, zone.String()); err != nil {
-		return fmt.Errorf("record display zone: %w", err)
+	for _, kv := range [][2]string{{"zone", zone.String()}, {metaSyncStarted, strconv.FormatInt(report.StartedAt.UnixMilli(), 10)}} {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("record sync metadata %s: %w", kv[0], err)
+		}
 	}
 	return nil
 }

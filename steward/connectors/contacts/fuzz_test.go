@@ -1,8 +1,11 @@
 package contacts
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -36,6 +39,33 @@ func FuzzParseVCards(f *testing.F) {
 		}
 		if withEmail != len(emails) {
 			t.Fatalf("%d distinct primary emails merged into %d people", len(emails), withEmail)
+		}
+	})
+}
+
+// FuzzEditCard rewrites the card with UID u1 in arbitrary input: when it
+// succeeds the result must still parse, hold that card with exactly the new
+// email, and fold every line at 75 octets.
+func FuzzEditCard(f *testing.F) {
+	f.Add([]byte("BEGIN:VCARD\nVERSION:3.0\nUID:u1\nFN:A\nitem1.EMAIL:a@x.org\nitem1.X-ABLabel:home\nEND:VCARD\n"), "Boss; \"big\"")
+	f.Add([]byte("BEGIN:VCARD\r\nUID:urn:uuid:u1\r\nNOTE:long\r\n  folded\r\nEND:VCARD\r\n"), "è")
+	f.Fuzz(func(t *testing.T, data []byte, title string) {
+		emails := []Labeled{{Label: "work", Value: "new@x.org"}}
+		out, err := editCard(data, "u1", Contact{Title: &title, Emails: &emails}, time.Unix(0, 0))
+		if err != nil {
+			return
+		}
+		for _, l := range bytes.Split(out, []byte("\r\n")) {
+			if len(l) > 75 {
+				t.Fatalf("line of %d octets: %q", len(l), l)
+			}
+		}
+		recs, _ := ParseVCards(out)
+		found := slices.ContainsFunc(recs, func(r Record) bool {
+			return r.NativeID == "u1" && len(r.Emails) == 1 && r.Emails[0].Value == "new@x.org"
+		})
+		if !found {
+			t.Fatalf("the edited card is gone or kept other emails: %+v\n%s", recs, out)
 		}
 	})
 }

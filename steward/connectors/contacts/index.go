@@ -125,7 +125,10 @@ type IndexOptions struct {
 
 // Report says what one indexing run did.
 type Report struct {
-	Generation   int64             `json:"generation"`
+	Generation int64 `json:"generation"`
+	// StartedAt is when the run began reading: write confirmation only
+	// takes evidence from a run that started after the write completed.
+	StartedAt    time.Time         `json:"startedAt"`
 	Complete     bool              `json:"complete"`
 	Records      int               `json:"records"`
 	People       int               `json:"people"`
@@ -166,12 +169,13 @@ func (x *Index) Build(ctx context.Context, cfg *Config, opts IndexOptions) (*Rep
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	started := now()
 	results, failed, err := localsource.ReadAll(ctx, log, "contacts", "records", cfg.Sources, (*SourceConfig).fields,
 		func(ctx context.Context, src SourceConfig) (*SourceResult, error) { return readSource(ctx, src, opts) })
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{SourceErrors: failed}
+	rep := &Report{SourceErrors: failed, StartedAt: started.UTC()}
 	for _, src := range cfg.Sources {
 		if res, ok := results[src.Name]; ok {
 			for _, e := range res.Errors {
@@ -232,6 +236,10 @@ func (x *Index) write(ctx context.Context, tx *sql.Tx, cfg *Config, results map[
 	records, err := loadRecords(ctx, tx)
 	if err != nil {
 		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+		metaBuildStarted, fmt.Sprint(rep.StartedAt.UnixMilli())); err != nil {
+		return fmt.Errorf("record run start: %w", err)
 	}
 	people := Merge(records)
 	rep.Records, rep.People, rep.Merged = len(records), len(people), len(records)-len(people)

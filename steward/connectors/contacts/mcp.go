@@ -8,7 +8,7 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mcptool"
 )
 
-const serverInstructions = `Read-only access to the user's contacts, from Steward's local index of Apple Contacts and vCard sources, with the same person merged across accounts by email.
+const serverInstructions = `Access to the user's contacts, from Steward's local index of Apple Contacts and vCard sources, with the same person merged across accounts by email.
 Use search_contacts for general lookups and resolve_recipient before proposing an email: it ranks email-bearing candidates and never picks one for you.
 When the result is ambiguous, ask the user which person or address is meant.
 A contact's uid is Steward's sidecar id; the native person ids of the contributing sources are in read_contact's sources.`
@@ -20,8 +20,26 @@ A contact's uid is Steward's sidecar id; the native person ids of the contributi
 // open is called by each tool call until it succeeds, so a connector started
 // before the first sync serves as soon as the index exists.
 func NewMCPServer(open func(context.Context) (*Service, error), version string) *mcp.Server {
+	return newMCPServer(open, nil, version)
+}
+
+// NewWritableMCPServer adds create_contact and update_contact, gated by the
+// host with a preflight that resolves the address book or the record.
+func NewWritableMCPServer(open func(context.Context) (*Service, error), write func(context.Context) (*Writer, error), version string) *mcp.Server {
+	return newMCPServer(open, write, version)
+}
+
+const writeInstructions = `create_contact and update_contact change the user's contacts after the user approves the exact change.
+update_contact names a contact by its uid; when read_contact lists several sources, pass the nativeId of the one to change.
+Every write is journaled and confirmed by a later indexing run; never repeat a write whose result is uncertain.`
+
+func newMCPServer(open func(context.Context) (*Service, error), write func(context.Context) (*Writer, error), version string) *mcp.Server {
+	instructions := serverInstructions
+	if write != nil {
+		instructions += "\n" + writeInstructions
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "steward-contacts", Title: "Steward contacts", Version: version},
-		&mcp.ServerOptions{Instructions: serverInstructions})
+		&mcp.ServerOptions{Instructions: instructions})
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "search_contacts",
@@ -51,6 +69,21 @@ func NewMCPServer(open func(context.Context) (*Service, error), version string) 
 	}, mcptool.Handler(open, (*Service).ResolveRecipient))
 	// The method name is a constant, so registration cannot fail.
 	_ = mcptool.AddPrepareSearch(s, open, ErrNoIndex, (*Service).Prepare)
+	if write != nil {
+		w := &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}
+		mcptool.AddGated(s, &mcp.Tool{
+			Name: "create_contact",
+			Description: "Create a contact (needs the user's approval): names, organization, title, emails, phones, addresses, " +
+				"birthday, notes. addressBook may be left out when there is only one.",
+			Annotations: w,
+		}, write, (*Writer).PreflightCreate, (*Writer).CreateContact)
+		mcptool.AddGated(s, &mcp.Tool{
+			Name: "update_contact",
+			Description: "Change a contact (needs the user's approval): only the fields given change; emails, phones and addresses " +
+				"replace the whole list. Name it by uid (and nativeId when it merges several sources).",
+			Annotations: w,
+		}, write, (*Writer).PreflightUpdate, (*Writer).UpdateContact)
+	}
 	return s
 }
 

@@ -2,7 +2,9 @@
 // AddressBook stores (.abcddb) and vCard files or vdir folders, merges the
 // same person found in several sources (email first), keeps a local SQLite
 // index with full-text search and optional vectors, and serves
-// search_contacts, read_contact and resolve_recipient over MCP.
+// search_contacts, read_contact and resolve_recipient over MCP, plus the
+// approved, journaled writes create_contact and update_contact (vCard 4.0
+// files in vdir folders, or Contacts.app on macOS).
 //
 // Two identifiers must not be confused. The index's uid ("c-…") is a
 // sidecar id: stable for a person across rebuilds and across the sources

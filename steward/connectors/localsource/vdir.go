@@ -62,3 +62,45 @@ func Vdir(root string, exts ...string) ([]Folder, error) {
 	}
 	return out, nil
 }
+
+// Collections lists the folders of a vdir that a new item can go to: root
+// itself when it holds item files (one of exts, compared case-insensitively)
+// or has no sub-folders, and each visible direct sub-folder, also an empty
+// one (a collection the server has that holds nothing yet).
+func Collections(root string, exts ...string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var subs []string
+	hasItems := false
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case strings.HasPrefix(name, "."):
+		case e.IsDir():
+			subs = append(subs, filepath.Join(root, name))
+		case e.Type().IsRegular() && slices.Contains(exts, strings.ToLower(filepath.Ext(name))):
+			hasItems = true
+		}
+	}
+	slices.Sort(subs)
+	if hasItems || len(subs) == 0 {
+		return append([]string{root}, subs...), nil
+	}
+	return subs, nil
+}
+
+// DisplayName is a collection's title: the content of its "displayname"
+// file (vdirsyncer's metadata), else the folder's name. The file must be a
+// plain file: a FIFO is never read and a link never followed.
+func DisplayName(dir string) string {
+	name := filepath.Join(dir, "displayname")
+	if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() {
+		if b, err := ReadBounded(name, 4096); err == nil {
+			if t := strings.TrimSpace(string(b)); t != "" {
+				return t
+			}
+		}
+	}
+	return filepath.Base(dir)
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -52,6 +53,55 @@ type Account struct {
 	// Roles maps mailbox names to roles where names alone do not tell, e.g.
 	// {"Archivio 2024": archive}. Keys compare case-insensitively.
 	Roles map[string]string `yaml:"roles,omitempty"`
+	// SMTP is the submission server that sends this account's mail; without
+	// it (and outside Apple Mail on macOS) the account cannot send.
+	SMTP *SMTP `yaml:"smtp,omitempty"`
+	// From is the sender address of mail sent from this account; the first
+	// of Addresses when empty. It must be one of Addresses.
+	From string `yaml:"from,omitempty"`
+	// Fcc stores a copy of each sent message in the Sent folder of a
+	// Maildir account (default on). Turn it off for providers that file
+	// submitted mail themselves (Gmail), or the copy appears twice.
+	Fcc *bool `yaml:"fcc,omitempty"`
+	// SentFolder is the Maildir folder the copy goes to, relative to Root
+	// (".Sent" for Maildir++, "Sent" for nested); by default the existing
+	// folder whose name says sent, else one of those created.
+	SentFolder string `yaml:"sent_folder,omitempty"`
+}
+
+// SMTP security modes.
+const (
+	SMTPStartTLS = "starttls"
+	SMTPTLS      = "tls"
+	SMTPNone     = "none"
+)
+
+// SMTP is one account's submission server. The password is never in the
+// file: PasswordEnv names the variable (environment or config.env) that
+// holds it.
+type SMTP struct {
+	Host string `yaml:"host"`
+	// Port defaults to 587 (starttls), 465 (tls) or 25 (none).
+	Port int `yaml:"port,omitempty"`
+	// Security is starttls (default), tls, or none; none is accepted only
+	// for a loopback host, because it would send the password in clear.
+	Security    string `yaml:"security,omitempty"`
+	Username    string `yaml:"username,omitempty"`
+	PasswordEnv string `yaml:"password_env,omitempty"`
+}
+
+// FccEnabled reports whether sent mail is copied into the Sent folder.
+func (a *Account) FccEnabled() bool { return a.Fcc == nil || *a.Fcc }
+
+// Sender returns the account's sending address: From, or the first address.
+func (a *Account) Sender() string {
+	if a.From != "" {
+		return a.From
+	}
+	if len(a.Addresses) > 0 {
+		return a.Addresses[0]
+	}
+	return ""
 }
 
 // Config is the content of mail.yaml.
@@ -146,6 +196,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s: address %q is not an email address", where, addr)
 			}
 		}
+		if err := a.validateSending(); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		roles := map[string]string{}
 		for name, role := range a.Roles {
 			r := Role(strings.ToLower(strings.TrimSpace(role)))
@@ -157,6 +210,57 @@ func (c *Config) Validate() error {
 		a.Roles = roles
 	}
 	return nil
+}
+
+func (a *Account) validateSending() error {
+	a.From = strings.ToLower(strings.TrimSpace(a.From))
+	if a.From != "" && !a.Owns(a.From) {
+		return fmt.Errorf("from %q is not one of the account's addresses", a.From)
+	}
+	if a.SentFolder != "" && (filepath.IsAbs(a.SentFolder) || strings.Contains(a.SentFolder, "..")) {
+		return fmt.Errorf("sent_folder %q must be a folder inside root", a.SentFolder)
+	}
+	if a.SMTP == nil {
+		return nil
+	}
+	s := a.SMTP
+	s.Host = strings.TrimSpace(s.Host)
+	if s.Host == "" {
+		return errors.New("smtp.host is required")
+	}
+	s.Security = strings.ToLower(strings.TrimSpace(s.Security))
+	switch s.Security {
+	case "":
+		s.Security = SMTPStartTLS
+	case SMTPStartTLS, SMTPTLS:
+	case SMTPNone:
+		if !isLoopback(s.Host) {
+			return fmt.Errorf("smtp.security none is only allowed for a loopback host, not %q (the password would travel in clear)", s.Host)
+		}
+	default:
+		return fmt.Errorf("smtp.security %q is not starttls, tls or none", s.Security)
+	}
+	if s.Port == 0 {
+		s.Port = map[string]int{SMTPStartTLS: 587, SMTPTLS: 465, SMTPNone: 25}[s.Security]
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return fmt.Errorf("smtp.port %d is out of range", s.Port)
+	}
+	if (s.Username == "") != (s.PasswordEnv == "") {
+		return errors.New("smtp.username and smtp.password_env go together (the password is read from that variable)")
+	}
+	if len(a.Addresses) == 0 {
+		return errors.New("an account that sends needs addresses (the first is the sender)")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func expandHome(p string) (string, error) {

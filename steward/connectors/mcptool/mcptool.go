@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/mcpbridge"
 )
 
 // Lazy holds a value that is opened on the first Get that succeeds and kept
@@ -71,4 +73,26 @@ func Handler[S, In, Out any](get func(context.Context) (S, error), call func(S, 
 		out, err := call(svc, ctx, in)
 		return nil, out, err
 	}
+}
+
+// AddGated adds a write tool that the host gates behind the user's approval,
+// with a hidden preflight companion ("<name>_preflight", see
+// mcpbridge.MetaPreflight): before the approval card is shown, and again on
+// the user's edited arguments, the gate calls preflight, which validates the
+// arguments against live state and returns them normalised (what the card
+// shows and the tool then runs with) or an error saying what is wrong.
+func AddGated[S, In, Out any](s *mcp.Server, t *mcp.Tool, get func(context.Context) (S, error),
+	preflight func(S, context.Context, In) (*In, error), call func(S, context.Context, In) (Out, error)) {
+	companion := t.Name + "_preflight"
+	if t.Meta == nil {
+		t.Meta = mcp.Meta{}
+	}
+	t.Meta[mcpbridge.MetaPreflight] = companion
+	mcp.AddTool(s, t, Handler(get, call))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        companion,
+		Description: "Validates and normalises the arguments of " + t.Name + " (called by the approval gate, not the agent).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)},
+		Meta:        mcp.Meta{mcpbridge.MetaHidden: true},
+	}, Handler(get, preflight))
 }

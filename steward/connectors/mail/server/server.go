@@ -1,6 +1,7 @@
 // Package server exposes the mail mirror as an MCP server: search_mail,
 // read_message, read_thread, list_mailboxes, save_attachment and
-// open_in_mail, plus the private steward/prepareSearch request the host
+// open_in_mail, the gated writes send_email, reply_email and schedule_email
+// (with their hidden preflight companions), plus the private steward/prepareSearch request the host
 // sends at start-up to warm the search connections.
 package server
 
@@ -43,6 +44,9 @@ type Options struct {
 	Opener  Opener
 	Version string
 	Log     *slog.Logger
+	// Sender adds send_email, reply_email and schedule_email (and their
+	// preflight companions) when set.
+	Sender Sender
 }
 
 // New builds the MCP server.
@@ -79,6 +83,9 @@ func New(opts Options) (*mcp.Server, error) {
 		Description: "Save an attachment (attachmentId from read_message) into a folder or to a new file path. Never overwrites: a name already taken gets a numbered suffix. Protected folders are refused."}, h.save)
 	mcp.AddTool(s, &mcp.Tool{Name: "open_in_mail", Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)},
 		Description: "Open a message in the mail client (macOS Mail through its message:// link); elsewhere returns the message file's path."}, h.open)
+	if opts.Sender != nil {
+		addWriteTools(s, opts.Sender)
+	}
 	if err := mcp.AddReceivingCustomMethod(s, "steward/prepareSearch", h.prepare); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@
 // the protocol frames; the decisions are the host's.
 
 import { h, clear, fmtBytes, fmtMs, fmtTime, json, icon } from './dom.js';
-import { download } from './conn.js';
+import { api, download } from './conn.js';
 
 const STATUS_LABEL = {
   running: 'running', done: 'done', error: 'failed', blocked: 'not done',
@@ -44,6 +44,8 @@ function section(title, value) {
 // results"); an unknown kind renders nothing and the raw output stays below.
 export function richCard(data) {
   if (!data || typeof data !== 'object') return null;
+  // MCP connectors' results arrive as {content, structuredContent}.
+  if (!data.kind && data.structuredContent && typeof data.structuredContent === 'object') data = data.structuredContent;
   const r = RICH[data.kind];
   return r ? h('div', { class: `rich rich-${data.kind}` }, r(data)) : null;
 }
@@ -111,6 +113,27 @@ const RICH = {
       h('div', { class: 'muted' }, dep ? `departs ${localTime(dep)}` : '', t.delayMinutes ? ` · ${t.delayMinutes} min late` : '',
         t.cancelled ? ' · cancelled' : '', ` · ${platform}`),
       actions(copyButton('Copy platform and train', `${name}, ${platform}, ${str(t.from?.name)} → ${str(t.to?.name)}${dep ? `, ${localTime(dep)}` : ''}`)));
+  },
+  write_operation: (d) => {
+    const state = h('span', { class: 'badge writeop-state', dataset: { state: str(d.state) } }, str(d.state));
+    const detail = h('div', { class: 'writeop-detail muted' }, str(d.note));
+    const link = h('a', { class: 'writeop-link', href: `#writeops/${encodeURIComponent(str(d.operationId))}`, title: 'read_write_operation' },
+      `journal ${str(d.operationId)}`);
+    link.addEventListener('click', async (ev) => {
+      ev.preventDefault();
+      try {
+        const op = await api(`/writeops/${encodeURIComponent(str(d.operationId))}`);
+        state.textContent = str(op.state);
+        state.dataset.state = str(op.state);
+        detail.textContent = [op.meaning, op.note, op.error].filter(Boolean).join(' · ');
+      } catch (err) {
+        detail.textContent = `could not read the journal: ${err.message}`;
+      }
+    });
+    return h('div', { class: 'rich-item' },
+      h('div', { class: 'rich-title' }, icon('mail'), ' ', str(d.summary) || str(d.operationId), ' ', state),
+      d.scheduledFor ? h('div', { class: 'muted' }, `scheduled for ${fmtTime(d.scheduledFor)}`) : null,
+      detail, link);
   },
   search_results: (d) => {
     const items = [d.items, d.messages, d.events, d.contacts, d.files].find(Array.isArray) || [];
