@@ -56,7 +56,7 @@ func TestMCPWiki(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	pol, _ := policy.New(policy.Rules{})
+	pol, _ := policy.New(policy.Options{Connectors: mcpNames()})
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		readOnly := tool.Annotations != nil && tool.Annotations.ReadOnlyHint

@@ -48,7 +48,7 @@ func TestAgentWatchSendsOnceThroughJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	pol, _ := policy.New(policy.Rules{Allow: []string{watch.ToolCreateAgentWatch}}) // the approval itself is tested elsewhere
+	pol, _ := policy.New(policy.Options{User: policy.Rules{Allow: []string{watch.ToolCreateAgentWatch}}, Connectors: mcpNames()}) // the approval itself is tested elsewhere
 
 	startBridge := func() *mcpbridge.Bridge {
 		b := mcpbridge.New(mcpbridge.Options{Servers: []mcpbridge.ServerConfig{{Name: "mail", Command: os.Args[0], Args: []string{"mcp", "mail"},
