@@ -91,6 +91,10 @@ type Options struct {
 	// CustomMethods are private (non-MCP) requests the client may send with
 	// CallCustom, such as Steward's steward/prepareSearch.
 	CustomMethods []string
+	// CallMeta, when set, returns the _meta sent with a tool call made
+	// under ctx (the host names the calling chat, so a connector can link
+	// what it journals to it); nil or an empty map sends none.
+	CallMeta func(ctx context.Context) map[string]any
 }
 
 // ServerStatus is one server's state, for a System page or `--json` output.
@@ -792,7 +796,13 @@ func (t *bridgeTool) call(ctx context.Context, remote string, args json.RawMessa
 	defer context.AfterFunc(c.ctx, cancel)() // the server stopping ends the call
 	s.b.callStarted()
 	defer s.b.callEnded()
-	res, err := c.sess.CallTool(callCtx, &mcp.CallToolParams{Name: remote, Arguments: arguments})
+	params := &mcp.CallToolParams{Name: remote, Arguments: arguments}
+	if f := s.b.opts.CallMeta; f != nil {
+		if meta := f(ctx); len(meta) > 0 {
+			params.Meta = meta
+		}
+	}
+	res, err := c.sess.CallTool(callCtx, params)
 	switch {
 	case err == nil:
 		return res, nil

@@ -121,7 +121,14 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		return nil, err
 	}
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
-		CustomMethods: []string{searchprep.Method}})
+		CustomMethods: []string{searchprep.Method},
+		// Connectors journal their writes with the calling chat as origin.
+		CallMeta: func(ctx context.Context) map[string]any {
+			if id, ok := host.ChatIDFrom(ctx); ok {
+				return map[string]any{writeops.MetaChatID: id}
+			}
+			return nil
+		}})
 	bridge.Start(ctx)
 	st.push(bridge.Close)
 

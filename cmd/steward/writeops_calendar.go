@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"time"
 
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/connectors/calendar"
@@ -45,8 +46,16 @@ func calendarConfirmers(ctx context.Context, env *cliEnv) (map[writeops.Kind]wri
 		(*calendar.Index).Close)
 	con := mcptool.NewLazy(func(ctx context.Context) (*contacts.Index, error) { return contacts.OpenIndexReadOnly(ctx, conIndex) },
 		(*contacts.Index).Close)
-	cc := calendar.NewConfirmer(calendar.ConfirmerOptions{Index: cal.Get})
-	pc := &contacts.Confirmer{Index: con.Get}
+	cfg, err := env.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	stale := cfg.Millis("WRITE_OP_STARTED_STALE_MS", writeops.DefaultStaleStarted, time.Second, 24*time.Hour)
+	if err := cfg.Err(); err != nil {
+		return nil, nil, err
+	}
+	cc := calendar.NewConfirmer(calendar.ConfirmerOptions{Index: cal.Get, StaleStarted: stale})
+	pc := &contacts.Confirmer{Index: con.Get, StaleStarted: stale}
 	return map[writeops.Kind]writeops.Confirmer{
 		writeops.KindCalendarCreate: cc, writeops.KindCalendarUpdate: cc, writeops.KindCalendarDelete: cc,
 		writeops.KindContactsCreate: pc, writeops.KindContactsUpdate: pc,

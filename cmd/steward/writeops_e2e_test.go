@@ -149,9 +149,11 @@ loop:
 	var op struct {
 		State   string
 		Meaning string
+		Origin  string
 		Input   struct{ Subject string }
 	}
-	if code := get("/writeops/"+structured.OperationID, &op); code != 200 || op.State != "script_returned" || op.Input.Subject != "Edited subject" {
+	if code := get("/writeops/"+structured.OperationID, &op); code != 200 || op.State != "script_returned" || op.Input.Subject != "Edited subject" ||
+		op.Origin != "chat:"+chatID {
 		t.Fatalf("GET /writeops/%s = %d %+v", structured.OperationID, code, op)
 	}
 	runSteward(t, home, "mail", "reconcile")

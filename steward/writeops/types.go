@@ -170,3 +170,17 @@ func IsNotDone(err error) bool {
 	var d definiteError
 	return errors.As(err, &d)
 }
+
+// MetaChatID is the MCP _meta key under which the host names the chat
+// whose turn calls a tool (mcpbridge Options.CallMeta), so a connector can
+// journal its writes with that chat as their origin.
+const MetaChatID = "steward/chatId"
+
+// OriginFromMeta returns the origin ("chat:<id>") named by a tool call's
+// _meta, or "".
+func OriginFromMeta(meta map[string]any) string {
+	if id, _ := meta[MetaChatID].(string); id != "" {
+		return "chat:" + id
+	}
+	return ""
+}

@@ -410,9 +410,11 @@ func (w *Writer) PreflightUpdate(ctx context.Context, p UpdateContactParams) (*U
 type WriteResult struct {
 	OperationID string `json:"operationId"`
 	State       string `json:"state"`
-	NativeID    string `json:"nativeId,omitempty"`
-	Backend     string `json:"backend"`
-	Message     string `json:"message"`
+	// PendingConfirmation: the backend returned; a later index run confirms.
+	PendingConfirmation bool   `json:"pendingConfirmation,omitempty"`
+	NativeID            string `json:"nativeId,omitempty"`
+	Backend             string `json:"backend"`
+	Message             string `json:"message"`
 }
 
 // CreateContact implements create_contact.
@@ -471,6 +473,7 @@ func (w *Writer) execute(ctx context.Context, plan *Plan, kind writeops.Kind, to
 	case writeops.StateUnknown:
 		res.Message = "UNCERTAIN: the contacts backend did not say whether the change was made (" + op.Error + "). Do not retry."
 	default:
+		res.PendingConfirmation = true
 		res.Message = "Written; pending confirmation by the next contacts index run (read_write_operation " + op.ID + ")."
 	}
 	return res, nil

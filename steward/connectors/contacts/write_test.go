@@ -104,7 +104,7 @@ func TestContactWritesAreReadByKhard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != string(writeops.StateReturned) || res.Backend != BackendVCard || res.NativeID == "" {
+	if res.State != string(writeops.StateReturned) || !res.PendingConfirmation || res.Backend != BackendVCard || res.NativeID == "" {
 		t.Fatalf("create: %+v", res)
 	}
 	e.confirm(res.OperationID)

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentstack/agentstack/steward/connectors/mail/outbox"
+	"github.com/agentstack/agentstack/steward/writeops"
 )
 
 // Tool _meta keys the host's MCP bridge reads: a tool naming a preflight
@@ -41,8 +42,12 @@ func addWriteTools(s *mcp.Server, sender Sender) {
 		companion := "preflight_" + tool
 		mcp.AddTool(s, &mcp.Tool{Name: tool, Description: t.desc, Meta: mcp.Meta{MetaPreflight: companion},
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(true)}},
-			func(ctx context.Context, _ *mcp.CallToolRequest, d outbox.Draft) (*mcp.CallToolResult, *outbox.Result, error) {
-				res, err := sender.Submit(ctx, tool, "", d)
+			func(ctx context.Context, req *mcp.CallToolRequest, d outbox.Draft) (*mcp.CallToolResult, *outbox.Result, error) {
+				var origin string
+				if req != nil && req.Params != nil {
+					origin = writeops.OriginFromMeta(req.Params.Meta)
+				}
+				res, err := sender.Submit(ctx, tool, origin, d)
 				if err != nil {
 					return nil, nil, writeErr(err)
 				}
