@@ -635,7 +635,7 @@ func TestBridgeStreamableHTTP(t *testing.T) {
 func TestBridgeBackoffResetsAfterStableUptime(t *testing.T) {
 	clock := newFakeClock()
 	b := startBridge(t, Options{
-		Servers:        []ServerConfig{testServerConfig(t, "t", nil)},
+		Servers: []ServerConfig{testServerConfig(t, "t", nil)},
 		// Max is the uptime that counts as stable: it must exceed a restart
 		// and crash on a loaded machine under -race, or the backoff resets
 		// before the second delay is asked for.
