@@ -665,8 +665,11 @@ func TestBridgeStreamableHTTP(t *testing.T) {
 func TestBridgeBackoffResetsAfterStableUptime(t *testing.T) {
 	clock := newFakeClock()
 	b := startBridge(t, Options{
-		Servers:        []ServerConfig{testServerConfig(t, "t", nil)},
-		RestartBackoff: Backoff{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		Servers: []ServerConfig{testServerConfig(t, "t", nil)},
+		// Max is the uptime that counts as stable: it must exceed a restart
+		// and crash on a loaded machine under -race, or the backoff resets
+		// before the second delay is asked for.
+		RestartBackoff: Backoff{Min: 10 * time.Millisecond, Max: 2 * time.Second},
 	}, clock)
 	crash := func() {
 		t.Helper()
@@ -686,7 +689,7 @@ func TestBridgeBackoffResetsAfterStableUptime(t *testing.T) {
 	}
 	clock.release <- time.Now()
 	waitStatus(t, b, "t", isReady)
-	time.Sleep(60 * time.Millisecond) // stay up longer than Max
+	time.Sleep(2*time.Second + 100*time.Millisecond) // stay up longer than Max
 	crash()
 	if d := clock.nextDelay(t); d != 10*time.Millisecond {
 		t.Errorf("delay after a stable run = %s, want reset to the minimum", d)

@@ -227,7 +227,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 	if g := rep.Paths["gateway"].TTLTP50MS; g > 0 {
 		rep.TTLTRatio = rep.Paths["host"].TTLTP50MS / g
 	}
-	rep.Checks = hostChecks(&rep, nChats**rounds)
+	rep.Checks = hostChecks(&rep, nChats*(*rounds))
 	if *asJSON {
 		return writeJSON(env.Stdout, rep)
 	}

@@ -60,18 +60,7 @@ func TestServeTurnUsesRealConnector(t *testing.T) {
 
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	ws, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
-		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close(websocket.StatusNormalClosure, "")
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws, send := dialHost(t, wctx, base, token)
 	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: "files"})
 	var chatID string
 	var result protocol.ToolEvent
@@ -101,6 +90,48 @@ func TestServeTurnUsesRealConnector(t *testing.T) {
 				t.Errorf("model saw %q", last)
 			}
 			return
+		}
+	}
+}
+
+// runServe runs steward serve for env in the background until the test
+// ends and returns the host's base URL and auth token once it has one.
+func runServe(t *testing.T, env *cliEnv, home string) (base, token string) {
+	t.Helper()
+	cfg, _ := env.Config()
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLn, gwLn := loopback(t), loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
+	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
+	return "http://" + hostLn.Addr().String(), strings.TrimSpace(string(tok))
+}
+
+// dialHost opens the host's WebSocket with token and returns it with a
+// function that sends one JSON frame.
+func dialHost(t *testing.T, ctx context.Context, base, token string) (*websocket.Conn, func(any)) {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
+		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close(websocket.StatusNormalClosure, "") })
+	return ws, func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

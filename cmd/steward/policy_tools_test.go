@@ -7,11 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentstack/agentstack/llm"
@@ -179,25 +177,7 @@ func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
 		llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "c1", Function: llm.FunctionCall{Name: first, Arguments: `{}`}}}},
 		llmtest.Reply{Content: "Understood."})
 
-	cfg, _ := env.Config()
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostLn, gwLn := loopback(t), loopback(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	base := "http://" + hostLn.Addr().String()
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
-	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
-	token := strings.TrimSpace(string(tok))
+	base, token := runServe(t, env, home)
 
 	// The System page lists every tool with its decision once the user's
 	// servers and the shell connector are up.
@@ -249,18 +229,7 @@ func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
 	// the user's server never runs it.
 	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer wcancel()
-	ws, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{
-		Subprotocols: []string{protocol.Subprotocol, protocol.TokenSubprotocolPrefix + token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close(websocket.StatusNormalClosure, "")
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws, send := dialHost(t, wctx, base, token)
 	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: "wiki"})
 	sent, asked := false, false
 	for {

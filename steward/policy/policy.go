@@ -96,7 +96,7 @@ func New(opts Options) (*Policy, error) {
 		own[c] = true
 	}
 	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}}
-	for d, names := range map[Decision][]string{Allow: BuiltinAllow, Gate: BuiltinGate} {
+	builtin := func(d Decision, names []string) {
 		for _, n := range names {
 			if server, _, ok := mcpbridge.SplitToolName(n); ok && !own[server] {
 				continue // that connector is not Steward's here: the name may be anyone's
@@ -104,6 +104,8 @@ func New(opts Options) (*Policy, error) {
 			p.builtin[n] = d
 		}
 	}
+	builtin(Allow, BuiltinAllow)
+	builtin(Gate, BuiltinGate) // a gate wins over an allow
 	for d, names := range map[Decision][]string{Allow: user.Allow, Gate: user.Gate, Deny: user.Deny} {
 		for _, n := range names {
 			p.user[n] = d
