@@ -32,8 +32,8 @@ func TestBrowserWiki(t *testing.T) {
 		"wiki/Project Atlas.md": "---\ntitle: Project Atlas\ntype: concept\nsources: [raw/sources/minutes.md]\nupdated: 2026-11-30\n---\n# Project Atlas\n\n" +
 			"Atlas moves **invoices** to Postgres. Owner: [[Anna Rossi|Anna]]. Budget in [[Budget#Approval]]. Not yet written: [[Risks]].\n\n" +
 			"`[[Not a link]]` stays code.\n",
-		"wiki/Anna Rossi.md": "---\ntitle: Anna Rossi\ntype: person\nsources: [raw/sources/minutes.md]\n---\nLeads [[Project Atlas]].\n",
-		"wiki/Budget.md":     "---\ntitle: Budget\ntype: decision\nsources: [raw/sources/minutes.md]\n---\n## Approval\n40k approved for [[Project Atlas]].\n",
+		"wiki/Anna Rossi.md":     "---\ntitle: Anna Rossi\ntype: person\nsources: [raw/sources/minutes.md]\n---\nLeads [[Project Atlas]].\n",
+		"wiki/Budget.md":         "---\ntitle: Budget\ntype: decision\nsources: [raw/sources/minutes.md]\n---\n## Approval\n40k approved for [[Project Atlas]].\n",
 		"raw/sources/minutes.md": "minutes",
 	}
 	for p, body := range pages {
