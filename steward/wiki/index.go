@@ -40,17 +40,10 @@ CREATE TABLE pages (
 );
 ` + textTables}
 
-// textTables creates the two FTS5 tables (also when a rebuild recreates
-// them). Merging segments when 8 (not 4) are at a level, and forcing a
-// merge only at 64, cut the CPU time of a rebuild by about a sixth; queries
-// still see few segments.
+// textTables creates the two FTS5 tables (also when a rebuild recreates them).
 const textTables = `
 CREATE VIRTUAL TABLE pages_fts USING fts5(title, body, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE pages_tri USING fts5(title, body, tokenize='trigram');
-INSERT INTO pages_tri(pages_tri, rank) VALUES ('automerge', 8);
-INSERT INTO pages_fts(pages_fts, rank) VALUES ('automerge', 8);
-INSERT INTO pages_tri(pages_tri, rank) VALUES ('crisismerge', 64);
-INSERT INTO pages_fts(pages_fts, rank) VALUES ('crisismerge', 64);
 `
 
 // Index is the SQLite side of a vault: full text, trigram and vectors.
