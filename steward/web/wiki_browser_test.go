@@ -79,6 +79,18 @@ func TestBrowserWiki(t *testing.T) {
 		b.shot("wiki-page")
 	})
 
+	t.Run("a chat answer's wiki citation opens the page in the app", func(t *testing.T) {
+		b.t = t
+		got := eval[string](b, `(async () => {
+			const m = await import(document.querySelector('link[rel=modulepreload][href*="markdown.js"]').href);
+			const a = m.renderMarkdown('See [Project Atlas](#/wiki/wiki%2FProject%20Atlas.md).').querySelector('a');
+			return a.getAttribute('href') + ' target=' + a.getAttribute('target');
+		})()`)
+		if got != "#/wiki/wiki%2FProject%20Atlas.md target=null" {
+			t.Errorf("citation link = %q", got)
+		}
+	})
+
 	t.Run("follows a wikilink", func(t *testing.T) {
 		b.t = t
 		b.click(".wiki-content", "Anna")

@@ -410,9 +410,10 @@ func (v *Vault) Lock(ctx context.Context) (unlock func(), err error) {
 
 // WriteFile writes a vault file atomically (temporary file + rename) under
 // the vault lock. With a non-empty baseHash the write happens only if the
-// file on disk still has that content hash ("" for a file that must not
-// exist yet is written as baseHash "new"). Markdown pages must have a
-// parseable header. It returns the new page.
+// file on disk still has that content hash, or, for baseHash "new", does
+// not exist; otherwise it fails with ErrConflict. Markdown pages must have
+// a parseable header. Sources under raw/ are never written. It returns the
+// new page.
 func (v *Vault) WriteFile(ctx context.Context, rel string, content []byte, baseHash string) (*Page, error) {
 	c, err := CleanPath(rel)
 	if err != nil {
