@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,28 +159,4 @@ loop:
 	if get("/writeops/"+structured.OperationID, &op); op.State != "confirmed" || op.Meaning != "observed in the mirror or index" {
 		t.Fatalf("after confirmation %+v", op)
 	}
-}
-
-// runServe runs `steward serve` on loopback ports until the test ends and
-// returns the host's base URL and token.
-func runServe(t *testing.T, env *cliEnv, home string) (base, token string) {
-	t.Helper()
-	cfg, _ := env.Config()
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostLn, gwLn := loopback(t), loopback(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
-	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
-	return "http://" + hostLn.Addr().String(), strings.TrimSpace(string(tok))
 }
