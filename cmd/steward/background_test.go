@@ -425,3 +425,39 @@ func TestSchedulerBenchSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesBadSchedulerSettings: an invalid SCHED_* value stops
+// `steward serve` before it serves, naming the variable.
+func TestServeRefusesBadSchedulerSettings(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"SCHED_MAIL_RECONCILE_MIN", "0", "SCHED_MAIL_RECONCILE_MIN=0: must be between 1 and 1440"},
+		{"SCHED_CALENDAR_SYNC_MIN", "-3", "SCHED_CALENDAR_SYNC_MIN=-3: must be between 1 and 1440"},
+		{"SCHED_CONTACTS_INDEX_MIN", "hourly", `SCHED_CONTACTS_INDEX_MIN="hourly": not a whole number`},
+		{"SCHED_MAIL_EMBED_MINUTES", "5", "SCHED_MAIL_EMBED_MINUTES: no such scheduler setting"},
+		{"STEWARD_SCHEDULER", "maybe", `STEWARD_SCHEDULER="maybe"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{}
+			env, _, _ := testEnv(t, vars)
+			os.MkdirAll(vars["STEWARD_HOME"], 0o700)
+			// Through config.env, as a user would set it.
+			os.WriteFile(filepath.Join(vars["STEWARD_HOME"], "config.env"), []byte(tc.name+"="+tc.value+"\n"), 0o600)
+			cfg, err := env.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := readServeConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hostLn := loopback(t)
+			err = serve(context.Background(), env, sc, hostLn, loopback(t))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve = %v, want an error with %q", err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(vars["STEWARD_HOME"], "logs", "scheduler.jsonl")); err == nil {
+				t.Error("the scheduler started despite the bad setting")
+			}
+		})
+	}
+}

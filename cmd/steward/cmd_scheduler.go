@@ -29,6 +29,16 @@ func schedulerLogPath(home string) string {
 	return filepath.Join(home, "logs", "scheduler.jsonl")
 }
 
+// loadSchedulerJobs loads the configuration and the job table.
+func loadSchedulerJobs(env *cliEnv) (*config.Config, []scheduler.Job, error) {
+	cfg, err := env.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	jobs, err := schedulerJobs(cfg)
+	return cfg, jobs, err
+}
+
 // schedulerJobs returns the job table with the SCHED_* settings applied; an
 // invalid or unknown setting is an error naming it.
 func schedulerJobs(cfg *config.Config) ([]scheduler.Job, error) {
@@ -97,11 +107,7 @@ SCHED_<JOB>_SEC / SCHED_<JOB>_TIMEOUT_SEC (seconds, for tests), e.g. SCHED_MAIL_
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := env.Config()
-	if err != nil {
-		return err
-	}
-	jobs, err := schedulerJobs(cfg)
+	cfg, jobs, err := loadSchedulerJobs(env)
 	if err != nil {
 		return err
 	}
@@ -125,11 +131,7 @@ the latest scheduler process: state, last start and end, result, next run and sk
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := env.Config()
-	if err != nil {
-		return err
-	}
-	jobs, err := schedulerJobs(cfg)
+	cfg, jobs, err := loadSchedulerJobs(env)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/connectors/calendar"
+	"github.com/agentstack/agentstack/steward/connectors/contacts"
 	"github.com/agentstack/agentstack/steward/connectors/localsource"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/host"
@@ -359,28 +361,18 @@ func (d *systemDeps) sources() []host.ServiceStatus {
 		name  string
 		paths func() ([]string, error)
 	}{
-		{"calendar", func() ([]string, error) {
-			c, err := calendarConnector.configOnly(d.env)
-			if err != nil {
-				return nil, err
-			}
-			var ps []string
+		{"calendar", pimSourcePaths(calendarConnector, d.env, func(c *calendar.Config) (ps []string) {
 			for _, s := range c.Sources {
 				ps = append(ps, s.Path)
 			}
-			return ps, nil
-		}},
-		{"contacts", func() ([]string, error) {
-			c, err := contactsConnector.configOnly(d.env)
-			if err != nil {
-				return nil, err
-			}
-			var ps []string
+			return ps
+		})},
+		{"contacts", pimSourcePaths(contactsConnector, d.env, func(c *contacts.Config) (ps []string) {
 			for _, s := range c.Sources {
 				ps = append(ps, s.Path)
 			}
-			return ps, nil
-		}},
+			return ps
+		})},
 	} {
 		paths, err := p.paths()
 		switch {
@@ -416,6 +408,18 @@ func permissionHint(err error) string {
 		return "permission denied"
 	}
 	return err.Error()
+}
+
+// pimSourcePaths returns a function listing the source paths of a
+// connector's configuration.
+func pimSourcePaths[C any](p pimConnector[C], env *cliEnv, paths func(*C) []string) func() ([]string, error) {
+	return func() ([]string, error) {
+		c, err := p.configOnly(env)
+		if err != nil {
+			return nil, err
+		}
+		return paths(c), nil
+	}
 }
 
 // configOnly loads the connector's configuration without opening its index.
