@@ -173,7 +173,7 @@ func TestSystemStatusTellsTheTruth(t *testing.T) {
 			contactTools = append(contactTools, tool)
 		}
 	}
-	if len(contactTools) != 3 {
+	if len(contactTools) != len(connectorManifest()["contacts"]) {
 		t.Fatalf("contacts tools while down: %+v", contactTools)
 	}
 	for _, tool := range contactTools {
