@@ -123,19 +123,13 @@ func (r *turnRecorder) finish(cs *cardState, frameType string, ok bool, errMsg s
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// dataKind reads the documented "kind" of a rich tool result.
+// dataKind reads the documented top-level "kind" of a rich tool result
+// (richData also looks inside an MCP result's structured content).
 func dataKind(data json.RawMessage) string {
 	var k struct {
 		Kind string `json:"kind"`
-		// MCP results carry it in their structured content.
-		Structured struct {
-			Kind string `json:"kind"`
-		} `json:"structuredContent"`
 	}
 	if len(data) > 0 && json.Unmarshal(data, &k) == nil {
-		if k.Kind == "" {
-			return k.Structured.Kind
-		}
 		return k.Kind
 	}
 	return ""
