@@ -314,6 +314,11 @@ func TestCockpitBrowser(t *testing.T) {
 	b.wait("the root of the tree", `!!document.querySelector('li[data-card="project"] .tree-children:not([hidden]) li')`)
 	t.Logf("page load to an interactive tree: %.0f ms after navigation start; %s", eval[float64](b, `performance.now()`),
 		eval[string](b, `performance.getEntriesByType('resource').map((e) => e.name.replace(location.origin, '') + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration)).join(', ')`))
+	// boot.js started the home page's first reads before the modules
+	// loaded, and the views used each of them (none fetched twice).
+	if !eval[bool](b, `window.saivagePrefetch instanceof Map && window.saivagePrefetch.size === 0`) {
+		t.Errorf("the prefetched first reads were not all used: %s", b.debug())
+	}
 	b.wait("the live socket", `document.documentElement.dataset.conn === 'live'`)
 	b.wait("the stopped runtime", `document.documentElement.dataset.runtime === 'stopped'`)
 	if !eval[bool](b, `document.querySelector('[data-control=run]').disabled === false && document.querySelector('[data-control=pause]').disabled`) {
@@ -458,7 +463,7 @@ func TestCockpitShellSize(t *testing.T) {
 	p := startServedProject(t, "cockpit-token-0123456789")
 	os.WriteFile(filepath.Join(p.dir, ".env"), []byte("DEPLOY_KEY=sk-do-not-show-0123456789abcdef\n"), 0o600)
 	total := 0
-	for _, path := range []string{"/", "/contracts.js", "/assets/app.css", "/assets/icon.svg", "/assets/js/app.js", "/assets/js/api.js", "/assets/js/dom.js",
+	for _, path := range []string{"/", "/contracts.js", "/assets/app.css", "/assets/icon.svg", "/assets/js/boot.js", "/assets/js/app.js", "/assets/js/api.js", "/assets/js/dom.js",
 		"/assets/js/live.js", "/assets/js/home.js", "/assets/js/card.js", "/assets/js/system.js", "/assets/js/transcript.js"} {
 		resp, err := http.Get(p.url + path)
 		if err != nil {
