@@ -206,13 +206,16 @@ func (s *Store) GetHead(ctx context.Context, id string) (Head, Card, error) {
 const readConcurrency = 8
 
 // Children returns card id's current document and, in its order, the
-// current documents of its immediate children (none for a tombstone). The
-// card and its children are read under one shared lock, so no write lands
-// between them; the children are read concurrently. Nothing is cached: the
-// card files stay the only source.
+// current documents of its immediate children (none for a tombstone), the
+// children read concurrently. Nothing is cached: the card files stay the
+// only source.
+//
+// It takes no lock, so a tree read never waits for a write's fsyncs: every
+// head is replaced by rename and names a document that was written before
+// it and is never removed, so each card read is one whole version; and
+// Create publishes a child before the parent that lists it, so every listed
+// child has a head. A child may be newer than the parent version read.
 func (s *Store) Children(ctx context.Context, id string) (Card, []Card, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	_, c, err := s.read(id)
 	if err != nil || c.Tombstoned() {
 		return c, nil, err
