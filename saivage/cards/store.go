@@ -34,8 +34,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store reads and mutates the card tree. Its methods serialise within the
-// process; the project lock excludes other processes.
+// Store reads and mutates the card tree. Its writes serialise within the
+// process (reads share, Children takes no lock); the project lock excludes
+// other processes.
 type Store struct {
 	// mu is held exclusively by writes and shared by reads: a read never
 	// sees a write half done, and reads proceed together.
