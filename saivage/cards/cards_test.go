@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -393,5 +394,109 @@ func TestHistory(t *testing.T) {
 	hist, err := f.s.History(ctx, g)
 	if err != nil || len(hist) != 2 || hist[0].Title != "goal card" || hist[1].Title != "renamed" || hist[1].Version != 2 {
 		t.Fatalf("history = %+v %v", hist, err)
+	}
+}
+
+// TestChildrenReadsTheCurrentDocuments checks the concurrent hierarchy read
+// against one Get per child: after creations, edits, a reorder and a
+// deletion, from the writing store and from a fresh store over the same
+// files (a restart), and while a writer keeps adding children.
+func TestChildrenReadsTheCurrentDocuments(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	var goals []string
+	for range 20 {
+		goals = append(goals, f.create(t, cards.RootID, "goal").ID)
+	}
+	retitled := "retitled goal"
+	if _, _, err := f.s.Edit(ctx, goals[3], cards.EditInput{Title: &retitled}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Reorder(ctx, goals[7], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Delete(ctx, goals[11]); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, s *cards.Store) {
+		t.Helper()
+		root, kids, err := s.Children(ctx, cards.RootID)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(kids) != len(root.Children) || len(kids) != 20 {
+			t.Fatalf("%s: %d children for %d listed", name, len(kids), len(root.Children))
+		}
+		for i, k := range kids {
+			want, err := s.Get(ctx, root.Children[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(k, want) {
+				t.Fatalf("%s: child %d is %+v, Get says %+v", name, i, k, want)
+			}
+		}
+		if kids[0].ID != goals[7] {
+			t.Fatalf("%s: first child %s, want the reordered %s", name, kids[0].ID, goals[7])
+		}
+		byID := map[string]cards.Card{}
+		for _, k := range kids {
+			byID[k.ID] = k
+		}
+		if byID[goals[3]].Title != retitled || !byID[goals[11]].Tombstoned() {
+			t.Fatalf("%s: edit or deletion not seen: %q, tombstone %v", name, byID[goals[3]].Title, byID[goals[11]].Tombstoned())
+		}
+	}
+	check("writing store", f.s)
+	check("after restart", f.store(t))
+
+	if _, kids, err := f.s.Children(ctx, goals[11]); err != nil || kids != nil {
+		t.Fatalf("tombstone children = %v, %v; want none", kids, err)
+	}
+	if _, _, err := f.s.Children(ctx, "project.zz"); !errors.Is(err, cards.ErrNotFound) {
+		t.Fatalf("missing card: %v, want ErrNotFound", err)
+	}
+
+	// A writer adding children never shows a reader a half-done write.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 15 {
+			if _, err := f.s.Create(ctx, cards.CreateInput{Parent: goals[0], Type: "task", Title: "task", Author: "agent:planner"}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		g, kids, err := f.s.Children(ctx, goals[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kids) != len(g.Children) {
+			t.Fatalf("%d children read for %d listed", len(kids), len(g.Children))
+		}
+		for _, k := range kids {
+			if k.Parent != goals[0] {
+				t.Fatalf("child %s has parent %s", k.ID, k.Parent)
+			}
+		}
+	}
+	if _, kids, _ := f.s.Children(ctx, goals[0]); len(kids) != 15 {
+		t.Fatalf("%d tasks after the writer, want 15", len(kids))
+	}
+
+	// A listed child whose head is gone is damage, not absence.
+	if err := os.Remove(filepath.Join(f.s.CardDir(goals[5]), "head.json")); err != nil {
+		t.Fatal(err)
+	}
+	var adm *cards.AdmissionError
+	if _, _, err := f.s.Children(ctx, cards.RootID); !errors.As(err, &adm) || errors.Is(err, cards.ErrNotFound) {
+		t.Fatalf("missing child head: %v, want an AdmissionError", err)
 	}
 }

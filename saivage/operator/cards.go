@@ -114,20 +114,21 @@ type childSummary struct {
 }
 
 func (s *Server) getChildren(w http.ResponseWriter, r *http.Request) error {
-	_, c, err := s.cardParam(r)
+	id := r.PathValue("id")
+	if !cards.ValidID(id) {
+		return badRequest("InvalidCardId", fmt.Sprintf("%q is not a card id (project, project.a, …)", id))
+	}
+	c, kids, err := s.rt.Project().Cards.Children(r.Context(), id)
+	if errors.Is(err, cards.ErrNotFound) {
+		return notFound("no card " + id)
+	}
 	if err != nil {
 		return err
 	}
-	out := []childSummary{}
-	if !c.Tombstoned() {
-		for _, k := range c.Children {
-			kc, err := s.rt.Project().Cards.Get(r.Context(), k)
-			if err != nil {
-				return err
-			}
-			out = append(out, childSummary{ID: kc.ID, Type: kc.Type, Title: kc.Title, Status: kc.Status, Deleted: kc.Tombstoned(),
-				Dependencies: kc.Dependencies, Children: len(kc.Children)})
-		}
+	out := make([]childSummary, 0, len(kids))
+	for _, kc := range kids {
+		out = append(out, childSummary{ID: kc.ID, Type: kc.Type, Title: kc.Title, Status: kc.Status, Deleted: kc.Tombstoned(),
+			Dependencies: kc.Dependencies, Children: len(kc.Children)})
 	}
 	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": c.ID, "children": out})
 }

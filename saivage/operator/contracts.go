@@ -65,7 +65,7 @@ var Operations = []Operation{
 	{Name: "executions.get", Method: "GET", Path: "/api/cards/:id/executions/:invocationId", Purpose: "Exact invocation evidence, not liveness.", Statuses: stGetID},
 	{Name: "executions.file", Method: "GET", Path: "/api/cards/:id/executions/:invocationId/files/:fileKey", Purpose: "Selected bounded redacted text.", Statuses: []int{200, 400, 401, 404, 413, 415, 500}},
 	{Name: "executions.download", Method: "GET", Path: "/api/cards/:id/executions/:invocationId/files/:fileKey/download", Purpose: "Same confidential text as attachment.", Statuses: []int{200, 400, 401, 404, 413, 415, 500}},
-	{Name: "agents.conversation", Method: "GET", Path: "/api/agents/:id/conversation", Purpose: "Current segment with exact segment cursor.", Query: []string{"after"}, Statuses: []int{200, 400, 401, 404, 409, 500}},
+	{Name: "agents.conversation", Method: "GET", Path: "/api/agents/:id/conversation", Purpose: "Current segment with exact segment cursor.", Statuses: stGetID},
 	{Name: "agents.currentInstructions", Method: "GET", Path: "/api/agents/:id/current-instructions", Purpose: "All matching loaded static bindings.", Statuses: stGetID},
 	{Name: "agents.conversationVersions", Method: "GET", Path: "/api/agents/:id/conversation/versions", Purpose: "Indexed segment catalog.", Statuses: stGetID},
 	{Name: "agents.conversationVersion", Method: "GET", Path: "/api/agents/:id/conversation/versions/:version", Purpose: "Exact indexed segment.", Statuses: stGetID},

@@ -26,7 +26,8 @@ type Hint struct {
 // repeated publications of one resource within the window become one hint
 // while other keys are not held back; a key that keeps changing still
 // leaves at the latest maxWaitFactor windows after its first pending
-// arrival. Hints are lossy: a slow socket drops batches and must refetch.
+// arrival, so a busy resource (a parent gaining children one after another)
+// is seen within two windows, not only when it falls quiet. Hints are lossy: a slow socket drops batches and must refetch.
 type SyncHub struct {
 	mu       sync.Mutex
 	debounce time.Duration
@@ -39,8 +40,10 @@ type SyncHub struct {
 
 type pendingHint struct{ first, due time.Time }
 
-// maxWaitFactor bounds how long a continuously republished key waits.
-const maxWaitFactor = 10
+// maxWaitFactor bounds how long a continuously republished key waits: two
+// windows keep a hint at least one window after its last arrival when two
+// arrivals fall within one window, and bound the wait at 150 ms.
+const maxWaitFactor = 2
 
 // NewSyncHub returns a hub; debounce 0 means DefaultDebounce.
 func NewSyncHub(debounce time.Duration) *SyncHub {

@@ -38,10 +38,11 @@ export async function call(name, { params = {}, query = {}, body, signal, raw = 
   const headers = {};
   if (!op.public) headers.Authorization = `Bearer ${auth.token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(path + (qs.size ? `?${qs}` : ''), {
+  const url = path + (qs.size ? `?${qs}` : '');
+  const res = await (prefetched(op.method, url) || fetch(url, {
     method: op.method, headers, signal, cache: 'no-store',
     body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  }));
   if (!op.statuses.includes(res.status)) {
     throw new ApiError(res.status, 'Undeclared', `${name} answered HTTP ${res.status}, which its contract does not declare`);
   }
@@ -57,6 +58,42 @@ export async function call(name, { params = {}, query = {}, body, signal, raw = 
     throw new ApiError(res.status, data.error || 'Error', data.message || `HTTP ${res.status}`);
   }
   return data;
+}
+
+// prefetched hands out, once, a response boot.js started for this GET
+// before the modules loaded (same token, same route).
+function prefetched(method, url) {
+  const started = window.saivagePrefetch;
+  const res = method === 'GET' && started?.get(url);
+  if (!res) return null;
+  started.delete(url);
+  return res;
+}
+
+// trailing wraps a refetch so that at most one runs and one more follows:
+// a call while one runs marks it dirty and it is repeated once when it
+// ends. Aborting instead would let a stream of hints restart the request
+// before it ever finishes.
+export function trailing(fn) {
+  let running = null;
+  let again = false;
+  return () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await fn();
+        } while (again);
+      } finally {
+        running = null;
+      }
+    })();
+    return running;
+  };
 }
 
 // owner is one view's request owner: a new request aborts the previous

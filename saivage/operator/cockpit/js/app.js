@@ -1,11 +1,9 @@
 // The cockpit shell: sign-in, the runtime store, the live socket and the
 // hash router (home, card, session, files, system, debug).
 import { auth, call } from './api.js';
-import { clear } from './dom.js';
+import { clear, failure } from './dom.js';
 import { Live } from './live.js';
 import { homeView } from './home.js';
-import { cardView, sessionView } from './card.js';
-import { filesView, systemView, debugView } from './system.js';
 
 const main = document.getElementById('main');
 const badgeEl = document.getElementById('runtime-badge');
@@ -62,28 +60,41 @@ function parseRoute() {
   return { parts, query: new URLSearchParams(q || '') };
 }
 
-function route() {
+// Card and system views load on first use, keeping them off the home
+// page's critical path; routeSeq lets only the latest navigation mount.
+let routeSeq = 0;
+
+async function route() {
   const { parts, query } = parseRoute();
   const page = parts[0] || 'home';
   const key = `${page}|${parts[1] || ''}`;
   document.querySelectorAll('[data-nav]').forEach((a) => {
     a.setAttribute('aria-current', a.dataset.nav === (['card', 'session'].includes(page) ? 'home' : page) ? 'page' : 'false');
   });
+  const seq = ++routeSeq;
   // The same card or session keeps its view (a facet change is internal).
   if (current && current.key === key && current.update) {
     current.update(parts, query);
     return;
   }
-  current?.destroy?.();
-  let view;
-  switch (page) {
-    case 'card': view = cardView(ctx, parts[1], parts[2]); break;
-    case 'session': view = sessionView(ctx, parts[1]); break;
-    case 'files': view = filesView(ctx, query.get('path') || ''); break;
-    case 'system': view = systemView(ctx, parts[1] || 'events'); break;
-    case 'debug': view = debugView(ctx); break;
-    default: view = homeView(ctx);
+  let make;
+  try {
+    switch (page) {
+      case 'card': { const m = await import('./card.js'); make = () => m.cardView(ctx, parts[1], parts[2]); break; }
+      case 'session': { const m = await import('./card.js'); make = () => m.sessionView(ctx, parts[1]); break; }
+      case 'files': { const m = await import('./system.js'); make = () => m.filesView(ctx, query.get('path') || ''); break; }
+      case 'system': { const m = await import('./system.js'); make = () => m.systemView(ctx, parts[1] || 'events'); break; }
+      case 'debug': { const m = await import('./system.js'); make = () => m.debugView(ctx); break; }
+      default: make = () => homeView(ctx);
+    }
+  } catch (e) {
+    if (seq === routeSeq) clear(main, failure(e, route));
+    return;
   }
+  if (seq !== routeSeq) return; // a later navigation won
+  current?.destroy?.();
+  current = null;
+  const view = make();
   view.key = page === 'files' ? `files|${query.get('path') || ''}` : key;
   current = view;
   clear(main, view.el);

@@ -1,6 +1,6 @@
 // Home: project objective and runtime control, the card tree (one level
 // per request), the Analyst panel and the event feed.
-import { call, owner } from './api.js';
+import { call, owner, trailing } from './api.js';
 import { h, clear, badge, fmtTime, failure, markdown } from './dom.js';
 import { renderRows } from './transcript.js';
 
@@ -53,7 +53,9 @@ function treeNode(ctx, card, cleanups) {
   let offHint = null;
   let offReconnect = null;
   let nodes = [];
-  const load = async () => {
+  // Hints and reconnects refetch through one request and one trailing.
+  const load = trailing(async () => {
+    if (!lease) return; // collapsed meanwhile
     const r = await req.run((signal) => call('cards.children', { params: { id: card.id }, signal }));
     if (!r.current) return;
     if (r.error) {
@@ -68,7 +70,7 @@ function treeNode(ctx, card, cleanups) {
     nodes = r.value.children.map((c) => treeNode(ctx, c, cleanups));
     nodes.forEach((n) => { if (open.has(n.id)) n.expand(); });
     clear(kids, nodes.length ? nodes.map((n) => n.li) : h('li', { class: 'muted small empty' }, 'No children.'));
-  };
+  });
   const expand = async () => {
     toggle.setAttribute('aria-expanded', 'true');
     li.setAttribute('aria-expanded', 'true');
@@ -151,14 +153,14 @@ export function analystPanel(ctx) {
   let offConv = null;
   const convReq = owner();
   const infoReq = owner();
-  const loadTranscript = async () => {
+  const loadTranscript = trailing(async () => {
     const r = await convReq.run((signal) => call('agents.conversation', { params: { id: session }, signal }));
     if (!r.current) return;
     if (r.error) { status.textContent = `Transcript not refreshed: ${r.error.message}`; return; }
     const pending = transcript.querySelector('.optimistic');
     clear(transcript, renderRows(r.value.rows, { sessionId: session }), pending);
     transcript.scrollTop = transcript.scrollHeight;
-  };
+  });
   const loadInfo = async () => {
     const r = await infoReq.run((signal) => call('chat.get', { signal }));
     if (!r.current || r.error) return;
@@ -211,7 +213,7 @@ function eventsPanel(ctx) {
   const list = h('ol', { class: 'events' });
   const el = h('section', { class: 'panel events-panel', 'aria-labelledby': 'events-h' }, h('h2', { id: 'events-h' }, 'Recent events'), list);
   const req = owner();
-  const load = async () => {
+  const load = trailing(async () => {
     const r = await req.run(async (signal) => {
       const head = await call('events.list', { query: { limit: 1 }, signal });
       return call('events.list', { query: { offset: Math.max(head.total - 15, 0), limit: 15 }, signal });
@@ -222,7 +224,7 @@ function eventsPanel(ctx) {
     clear(list, r.value.events.slice().reverse().map((e) => h('li', {},
       h('span', { class: 'mono small muted' }, fmtTime(e.ts)), ' ', h('strong', {}, e.type), ' ',
       h('span', { class: 'small' }, e.data ? Object.entries(e.data).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' ') : ''))));
-  };
+  });
   const off = ctx.live.on('events', null, load);
   const offRe = ctx.live.onReconnect(load);
   load();
