@@ -76,7 +76,7 @@ func (h *harness) systemInfo(ctx context.Context) host.SystemInfo {
 	info := host.SystemInfo{Services: []host.ServiceStatus{host.ProbeHTTP(ctx, nil, "gateway", h.gwSrv.URL+"/health"),
 		{Name: "mcp:contacts", State: host.StateError, Detail: "failed: the server exited (exit status 1)"}}}
 	// A connector that is down keeps its tools, from the manifest.
-	info.Tools = []host.ToolInfo{{Name: "mcp__contacts__search_contacts", Source: "contacts"}, {Name: "mcp__contacts__read_contact", Source: "contacts"}}
+	info.Tools = []host.ToolInfo{{Name: "mcp__contacts__resolve_recipient", Source: "contacts"}, {Name: "mcp__contacts__read_contact", Source: "contacts"}}
 	st, _ := scheduler.StatusFromLog(h.bg.log, scheduler.DefaultJobs())
 	info.Scheduler = &host.SchedulerInfo{InProcess: true, Log: h.bg.log, Jobs: st.Jobs}
 	for _, name := range []string{"chats", "usage", "audit"} {
@@ -139,7 +139,7 @@ func testSystemBackground(t *testing.T, b *browser, h *harness) {
 	if d := eval[string](b, `document.querySelector('.system-page section.disk')?.textContent || ''`); !strings.Contains(d, "free") {
 		t.Errorf("disk section = %q", d)
 	}
-	if r := eval[string](b, `[...document.querySelectorAll('.system-page tr')].find((tr) => tr.textContent.includes('mcp__contacts__search_contacts'))?.textContent || ''`); !strings.Contains(r, "unavailable") {
+	if r := eval[string](b, `[...document.querySelectorAll('.system-page tr')].find((tr) => tr.textContent.includes("mcp__contacts__resolve_recipient"))?.textContent || ''`); !strings.Contains(r, "unavailable") {
 		t.Errorf("a down connector's tool row = %q", r)
 	}
 	b.wait(`!document.getElementById('prep-banner')?.hidden && document.getElementById('prep-banner').textContent.includes('Preparing search')`)
