@@ -127,11 +127,10 @@ loop:
 	if result.Status != "done" || result.Kind != "write_operation" {
 		t.Fatalf("tool card %+v", result.ToolCard)
 	}
-	var d struct {
-		StructuredContent json.RawMessage `json:"structuredContent"`
+	// The host hands the client the connector's structured content.
+	if err := json.Unmarshal(result.Data, &structured); err != nil {
+		t.Fatalf("tool card data %s: %v", result.Data, err)
 	}
-	json.Unmarshal(result.Data, &d)
-	json.Unmarshal(d.StructuredContent, &structured)
 	if structured.State != "script_returned" || !strings.HasPrefix(structured.OperationID, "wop_") {
 		t.Fatalf("the chat does not show the journal state: %s", result.Data)
 	}
