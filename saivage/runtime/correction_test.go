@@ -72,8 +72,14 @@ func TestCorrectionsShareOneBudget(t *testing.T) {
 func TestPendingNotifications(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
+	// The planner's first model call streams until hold is closed, so the
+	// Pause below lands while the recipient works, however slow the machine
+	// is; its next model call then parks at the gate.
+	hold := make(chan struct{})
+	write := call("write", map[string]any{"path": "record:plan", "content": "plan"})
+	write.Content, write.Hold = "Writing the plan.", hold
 	e.script.Add("planner@project",
-		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
+		write,
 		emit("blocked", "waiting for input", nil),
 		emit("blocked", "still waiting for input", nil),
 	)
@@ -83,11 +89,22 @@ func TestPendingNotifications(t *testing.T) {
 	if err := e.rt.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitObs("the planner's write", func(o runtime.Observation) bool { return o.Kind == runtime.ObsToolStart && o.Tool == "write" })
+	e.waitObs("the planner's first model call", func(o runtime.Observation) bool {
+		return o.Kind == runtime.ObsModelCall && o.Session == "agent:planner:project"
+	})
 	if err := e.rt.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitObs("the parked call", func(o runtime.Observation) bool { return o.Kind == runtime.ObsGateParked })
+	if st := e.rt.Status().Status; st != runtime.StatusPausing {
+		t.Fatalf("status with a model call in flight = %s, want pausing", st)
+	}
+	close(hold)
+	e.waitObs("the parked call", func(o runtime.Observation) bool {
+		return o.Kind == runtime.ObsGateParked && o.Session == "agent:planner:project"
+	})
+	if got := e.script.Count("planner@project"); got != 1 {
+		t.Fatalf("planner model calls while paused = %d, want 1", got)
+	}
 	if _, err := e.p.Cards.Enqueue(ctx, "project", "agent:analyst", "Also add a licence."); err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,8 @@ var fileCardTools = map[string]bool{
 // result's own {"kind": …}, or an MCP result's structuredContent when that
 // carries a kind (as the connectors emit it).
 func richData(data json.RawMessage) (json.RawMessage, string) {
-	if k := dataKind(data); k != "" {
-		return data, k
-	}
+	// Unwrap first: dataKind also reads the kind inside structuredContent,
+	// and a card must carry the structured data, not the MCP wrapper.
 	var wrapped struct {
 		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
@@ -36,7 +35,7 @@ func richData(data json.RawMessage) (json.RawMessage, string) {
 			return wrapped.StructuredContent, k
 		}
 	}
-	return data, ""
+	return data, dataKind(data)
 }
 
 // fileOpener registers the files of file cards in the upload registry, so
