@@ -113,7 +113,7 @@ func (s *Store) loadKnownUnder(ctx context.Context, a *accountState, dir string,
 // completed. A directory neither listed nor skipped (gone, or unreadable) is
 // forgotten unless unreadable, where it stays untrusted so that its paths
 // are still looked at once it can be read or is gone.
-func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *dirScan, rootsOK map[string]bool, unreadable []string) error {
+func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *dirScan, rootsOK map[string]bool, unreadable []string, sinceFull int) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -137,12 +137,18 @@ func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *
 			}
 		}
 		for dir, st := range d.listed[name] {
+			if p, ok := d.prev[name][dir]; ok && p == st {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO maildir_dirs(path, account, mtime, size, trusted) VALUES(?, ?, ?, ?, ?)
 				ON CONFLICT(path) DO UPDATE SET account = excluded.account, mtime = excluded.mtime, size = excluded.size, trusted = excluded.trusted`,
 				dir, name, st.mtime, st.size, boolInt(st.trusted)); err != nil {
 				return fmt.Errorf("record mail folder %s: %w", dir, err)
 			}
 		}
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO meta(key, value) VALUES('reconciles_since_full', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", strconv.Itoa(sinceFull)); err != nil {
+		return fmt.Errorf("record reconcile count: %w", err)
 	}
 	return s.commit(ctx, tx)
 }
@@ -173,9 +179,4 @@ func (s *Store) reconcilesSinceFull(ctx context.Context) int {
 	v, _ := s.meta(ctx, s.db, "reconciles_since_full")
 	n, _ := strconv.Atoi(v)
 	return n
-}
-
-func (s *Store) setReconcilesSinceFull(ctx context.Context, n int) error {
-	_, err := s.db.ExecContext(ctx, "INSERT INTO meta(key, value) VALUES('reconciles_since_full', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", strconv.Itoa(n))
-	return err
 }

@@ -268,10 +268,14 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 		stats.Optimized = true
 	}
 	if opts.Mode == Reconcile {
-		n, err := s.settleOrphans(ctx)
-		stats.SoftDeleted += n
-		if err != nil {
-			return stats, err
+		// Only a removed, renamed or (re)ingested path can leave a message
+		// orphaned or wrongly attributed; a full pass looks anyway.
+		if stats.Full || stats.Removed+stats.Renamed+stats.New+stats.Updated+stats.PathOnly+stats.Errors > 0 {
+			n, err := s.settleOrphans(ctx)
+			stats.SoftDeleted += n
+			if err != nil {
+				return stats, err
+			}
 		}
 		if stats.Full || stats.New+stats.Updated+stats.Removed+stats.SoftDeleted > 0 {
 			swept, err := s.sweepBlobs(ctx)
@@ -282,15 +286,12 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 		}
 		// Only now, with every change committed, may a folder be trusted:
 		// a reconcile killed before this point lists it again.
-		if err := s.saveDirStates(ctx, accounts, ds, rootsOK, unreadable); err != nil {
-			return stats, err
-		}
 		since := 0
 		if incremental {
 			since = s.reconcilesSinceFull(ctx) + 1
 		}
-		if err := s.setReconcilesSinceFull(ctx, since); err != nil {
-			return stats, fmt.Errorf("record reconcile count: %w", err)
+		if err := s.saveDirStates(ctx, accounts, ds, rootsOK, unreadable, since); err != nil {
+			return stats, err
 		}
 	} else {
 		// A backfill adds paths without looking for removals: the folders
