@@ -57,6 +57,26 @@ func (d *dirScan) list(account string, start time.Time) func(string, fs.FileInfo
 	}
 }
 
+// changed says whether a folder was listed with a state other than its
+// record, or a recorded folder was neither listed nor skipped.
+func (d *dirScan) changed() bool {
+	for acct, prev := range d.prev {
+		for dir, p := range prev {
+			if st, ok := d.listed[acct][dir]; (!ok && !d.skipped[dir]) || (ok && st != p) {
+				return true
+			}
+		}
+	}
+	for acct, listed := range d.listed {
+		for dir := range listed {
+			if _, ok := d.prev[acct][dir]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // loadDirStates reads the recorded directories of an account.
 func (s *Store) loadDirStates(ctx context.Context, account string) (map[string]dirState, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT path, mtime, size, trusted FROM maildir_dirs WHERE account = ?", account)

@@ -268,16 +268,18 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 		stats.Optimized = true
 	}
 	if opts.Mode == Reconcile {
-		// Only a removed, renamed or (re)ingested path can leave a message
-		// orphaned or wrongly attributed; a full pass looks anyway.
-		if stats.Full || stats.Removed+stats.Renamed+stats.New+stats.Updated+stats.PathOnly+stats.Errors > 0 {
+		// Only a changed folder can leave a message orphaned or wrongly
+		// attributed — this run's changes, or a killed run's, whose folders
+		// still differ from their record; a full pass looks anyway.
+		changed := stats.Full || ds.changed() || stats.Removed+stats.Renamed+stats.New+stats.Updated+stats.PathOnly+stats.Errors > 0
+		if changed {
 			n, err := s.settleOrphans(ctx)
 			stats.SoftDeleted += n
 			if err != nil {
 				return stats, err
 			}
 		}
-		if stats.Full || stats.New+stats.Updated+stats.Removed+stats.SoftDeleted > 0 {
+		if changed {
 			swept, err := s.sweepBlobs(ctx)
 			stats.BlobsSwept = swept
 			if err != nil {
