@@ -103,30 +103,14 @@ func (s *Store) loadKnownUnder(ctx context.Context, a *accountState, dir string,
 	if err != nil {
 		return fmt.Errorf("load mirrored paths of %s: %w", dir, err)
 	}
-	for rows.Next() {
-		var path string
-		k := &knownEntry{account: a.cfg.Name}
-		if err := rows.Scan(&path, &k.msgID, &k.mailboxID, &k.fileKey, &k.mtime, &k.size); err != nil {
-			rows.Close()
-			return err
-		}
-		known[path] = k
+	if err := scanKnown(rows, a.cfg.Name, known); err != nil {
+		return err
 	}
-	rows.Close()
 	frows, err := s.db.QueryContext(ctx, "SELECT path, mtime, size FROM ingest_errors WHERE path >= ? AND path < ?", lo, hi)
 	if err != nil {
 		return err
 	}
-	defer frows.Close()
-	for frows.Next() {
-		var p string
-		f := failedPath{account: a.cfg.Name}
-		if err := frows.Scan(&p, &f.mtime, &f.size); err != nil {
-			return err
-		}
-		failed[p] = f
-	}
-	return frows.Err()
+	return scanFailed(frows, a.cfg.Name, failed)
 }
 
 // saveDirStates records the directories listed by a reconcile that

@@ -397,32 +397,46 @@ func (s *Store) loadKnown(ctx context.Context, accounts []*accountState) (map[st
 		if err != nil {
 			return nil, nil, fmt.Errorf("load mirrored paths: %w", err)
 		}
-		for rows.Next() {
-			var path string
-			k := &knownEntry{account: a.cfg.Name}
-			if err := rows.Scan(&path, &k.msgID, &k.mailboxID, &k.fileKey, &k.mtime, &k.size); err != nil {
-				rows.Close()
-				return nil, nil, err
-			}
-			known[path] = k
+		if err := scanKnown(rows, a.cfg.Name, known); err != nil {
+			return nil, nil, err
 		}
-		rows.Close()
 		frows, err := s.db.QueryContext(ctx, "SELECT path, mtime, size FROM ingest_errors WHERE account = ?", a.cfg.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		for frows.Next() {
-			var p string
-			f := failedPath{account: a.cfg.Name}
-			if err := frows.Scan(&p, &f.mtime, &f.size); err != nil {
-				frows.Close()
-				return nil, nil, err
-			}
-			failed[p] = f
+		if err := scanFailed(frows, a.cfg.Name, failed); err != nil {
+			return nil, nil, err
 		}
-		frows.Close()
 	}
 	return known, failed, nil
+}
+
+// scanKnown reads (path, message_id, mailbox_id, file_key, mtime, size) rows into known and closes them.
+func scanKnown(rows *sql.Rows, account string, known map[string]*knownEntry) error {
+	defer rows.Close()
+	for rows.Next() {
+		var path string
+		k := &knownEntry{account: account}
+		if err := rows.Scan(&path, &k.msgID, &k.mailboxID, &k.fileKey, &k.mtime, &k.size); err != nil {
+			return err
+		}
+		known[path] = k
+	}
+	return rows.Err()
+}
+
+// scanFailed reads (path, mtime, size) rows of ingest_errors into failed and closes them.
+func scanFailed(rows *sql.Rows, account string, failed map[string]failedPath) error {
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		f := failedPath{account: account}
+		if err := rows.Scan(&p, &f.mtime, &f.size); err != nil {
+			return err
+		}
+		failed[p] = f
+	}
+	return rows.Err()
 }
 
 // applyRenames handles Maildir files that only changed name: a client that
