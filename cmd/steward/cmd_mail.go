@@ -158,6 +158,10 @@ func syncFlags(env *cliEnv, name, description string) (*flag.FlagSet, *bool, *st
 
 func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, description string) error {
 	fs, asJSON, account, workers := syncFlags(env, mode.String(), description)
+	full := new(bool)
+	if mode == mirror.Reconcile {
+		full = fs.Bool("full", false, fmt.Sprintf("list every Maildir folder, even those whose directory time shows no change\n(otherwise every %dth reconcile does)", mirror.DefaultFullEvery))
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -166,7 +170,7 @@ func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, 
 		return asNotConfigured(err, mail.ErrNoConfig)
 	}
 	defer store.Close()
-	opts := mirror.SyncOptions{Mode: mode, Workers: *workers}
+	opts := mirror.SyncOptions{Mode: mode, Workers: *workers, Full: *full}
 	if *account != "" {
 		opts.Accounts = []string{*account}
 	}
@@ -184,6 +188,9 @@ func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, 
 	}
 	fmt.Fprintf(env.Stdout, "%s: %d files, %d new, %d updated, %d extra copies, %d renamed, %d unchanged, %d removed paths, %d soft-deleted, %d errors in %s\n",
 		mode, st.Scanned, st.New, st.Updated, st.PathOnly, st.Renamed, st.Unchanged, st.Removed, st.SoftDeleted, st.Errors, st.Duration.Round(time.Millisecond))
+	if st.SkippedFolders > 0 {
+		fmt.Fprintf(env.Stdout, "  %d unchanged Maildir folders not listed (--full lists them)\n", st.SkippedFolders)
+	}
 	for _, u := range st.Unreadable {
 		fmt.Fprintf(env.Stdout, "  unreadable (kept as it was): %s\n", u)
 	}
@@ -200,7 +207,9 @@ func mailBackfill(ctx context.Context, env *cliEnv, args []string) error {
 
 func mailReconcile(ctx context.Context, env *cliEnv, args []string) error {
 	return runSync(ctx, env, mirror.Reconcile, args, "Diffs paths and modification times against the mirror: removes vanished paths,\n"+
-		"ingests new and changed files, soft-deletes messages left without any file.")
+		"ingests new and changed files, soft-deletes messages left without any file.\n"+
+		"Maildir folders whose cur/ and new/ times are unchanged since the last reconcile are not\n"+
+		"listed again (as notmuch new does); Apple Mail folders always are.")
 }
 
 func mailWatch(ctx context.Context, env *cliEnv, args []string) error {

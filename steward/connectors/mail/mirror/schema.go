@@ -193,4 +193,15 @@ CREATE TABLE mailbox_classes(
   classified_at INTEGER NOT NULL,
   PRIMARY KEY(account_id, name)
 ) WITHOUT ROWID;
+`, `
+-- Maildir cur/ and new/ directories as the last reconcile listed them: a
+-- trusted directory whose modification time is unchanged holds the same
+-- file names, so reconcile need not list it (as notmuch new does).
+CREATE TABLE maildir_dirs(
+  path    TEXT PRIMARY KEY,
+  account TEXT NOT NULL,
+  mtime   INTEGER NOT NULL,
+  size    INTEGER NOT NULL,
+  trusted INTEGER NOT NULL
+);
 `}

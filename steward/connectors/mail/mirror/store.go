@@ -98,6 +98,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// Let FTS5 gather 32 MiB of pending terms per table before it writes a
 	// segment: fewer, larger segments mean far less merging during a backfill.
 	for _, t := range []string{"message_fts", "message_tri"} {
+		// Set once: a write at every open would cost a commit to each
+		// short-lived command (an unchanged reconcile is mostly start-up).
+		var cur int64
+		db.QueryRowContext(ctx, "SELECT v FROM "+t+"_config WHERE k = 'hashsize'").Scan(&cur)
+		if cur == 33554432 {
+			continue
+		}
 		if _, err := db.ExecContext(ctx, "INSERT INTO "+t+"("+t+", rank) VALUES('hashsize', 33554432)"); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open mail mirror: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/source"
 )
@@ -54,6 +56,11 @@ type SyncOptions struct {
 	ProgressEvery time.Duration
 	// Parse overrides the message parser limits.
 	Parse message.Options
+	// Full makes a reconcile list every Maildir folder, even those whose
+	// directory time says they are unchanged. Without it, every FullEvery-th
+	// reconcile (default DefaultFullEvery; negative: never) is full anyway.
+	Full      bool
+	FullEvery int
 }
 
 // Progress reports a running Sync.
@@ -83,18 +90,23 @@ func (p Progress) String() string {
 
 // SyncStats summarises a Sync run.
 type SyncStats struct {
-	Mode        string        `json:"mode"`
-	Scanned     int           `json:"scanned"`
-	New         int           `json:"new"`
-	Updated     int           `json:"updated"`
-	PathOnly    int           `json:"pathOnly"`
-	Renamed     int           `json:"renamed"`
-	Unchanged   int           `json:"unchanged"`
-	Removed     int           `json:"removedPaths"`
-	SoftDeleted int           `json:"softDeleted"`
-	Errors      int           `json:"errors"`
-	BlobsSwept  int           `json:"blobsSwept"`
-	Duration    time.Duration `json:"durationNs"`
+	Mode      string `json:"mode"`
+	Scanned   int    `json:"scanned"`
+	New       int    `json:"new"`
+	Updated   int    `json:"updated"`
+	PathOnly  int    `json:"pathOnly"`
+	Renamed   int    `json:"renamed"`
+	Unchanged int    `json:"unchanged"`
+	// SkippedFolders counts Maildir cur/ and new/ directories not listed
+	// because their modification time showed no change since the last
+	// reconcile; their files count in neither Scanned nor Unchanged.
+	SkippedFolders int           `json:"skippedFolders"`
+	Full           bool          `json:"full,omitempty"`
+	Removed        int           `json:"removedPaths"`
+	SoftDeleted    int           `json:"softDeleted"`
+	Errors         int           `json:"errors"`
+	BlobsSwept     int           `json:"blobsSwept"`
+	Duration       time.Duration `json:"durationNs"`
 	// Unreadable lists folders that could not be listed; their messages were
 	// left as they were rather than treated as deleted.
 	Unreadable []string `json:"unreadable,omitempty"`
@@ -142,17 +154,38 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 	if err != nil {
 		return stats, err
 	}
-	known, failed, err := s.loadKnown(ctx, accounts)
-	if err != nil {
-		return stats, err
+	if opts.FullEvery == 0 {
+		opts.FullEvery = DefaultFullEvery
 	}
+	incremental := opts.Mode == Reconcile && !opts.Full && (opts.FullEvery < 0 || s.reconcilesSinceFull(ctx) < opts.FullEvery)
+	ds := &dirScan{prev: map[string]map[string]dirState{}, skipped: map[string]bool{}, listed: map[string]map[string]dirState{}}
 
 	// Enumerate the stores.
 	var entries []source.Entry
 	var unreadable []string
 	rootsOK := map[string]bool{}
+	recorded := false
 	for _, a := range accounts {
-		err := source.Walk(ctx, &a.cfg, func(e source.Entry) error {
+		if a.cfg.Kind == mail.KindMaildir {
+			prev, err := s.loadDirStates(ctx, a.cfg.Name)
+			if err != nil {
+				return stats, err
+			}
+			ds.prev[a.cfg.Name] = prev
+			recorded = recorded || len(prev) > 0
+		}
+	}
+	incremental = incremental && recorded
+	for _, a := range accounts {
+		var wopts source.WalkOptions
+		if a.cfg.Kind == mail.KindMaildir {
+			prev := ds.prev[a.cfg.Name]
+			if incremental && len(prev) > 0 {
+				wopts.Unchanged = ds.unchanged(a.cfg.Name)
+			}
+			wopts.Listed = ds.list(a.cfg.Name, start)
+		}
+		err := source.WalkWith(ctx, &a.cfg, wopts, func(e source.Entry) error {
 			entries = append(entries, e)
 			return nil
 		}, func(path string, err error) {
@@ -168,6 +201,12 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 			continue
 		}
 		rootsOK[a.cfg.Name] = true
+	}
+	stats.SkippedFolders = len(ds.skipped)
+	stats.Full = opts.Mode == Reconcile && !incremental
+	known, failed, err := s.loadKnownFor(ctx, accounts, ds, rootsOK)
+	if err != nil {
+		return stats, err
 	}
 	stats.Unreadable = unreadable
 	stats.Scanned = len(entries)
@@ -229,15 +268,44 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 		stats.Optimized = true
 	}
 	if opts.Mode == Reconcile {
-		n, err := s.settleOrphans(ctx)
-		stats.SoftDeleted += n
-		if err != nil {
+		// Only a changed folder can leave a message orphaned or wrongly
+		// attributed — this run's changes, or a killed run's, whose folders
+		// still differ from their record; a full pass looks anyway.
+		changed := stats.Full || ds.changed() || stats.Removed+stats.Renamed+stats.New+stats.Updated+stats.PathOnly+stats.Errors > 0
+		if changed {
+			n, err := s.settleOrphans(ctx)
+			stats.SoftDeleted += n
+			if err != nil {
+				return stats, err
+			}
+		}
+		if changed {
+			swept, err := s.sweepBlobs(ctx)
+			stats.BlobsSwept = swept
+			if err != nil {
+				s.log.Warn("attachment blob sweep failed", "err", err)
+			}
+		}
+		// Only now, with every change committed, may a folder be trusted:
+		// a reconcile killed before this point lists it again.
+		since := 0
+		if incremental {
+			since = s.reconcilesSinceFull(ctx) + 1
+		}
+		if err := s.saveDirStates(ctx, accounts, ds, rootsOK, unreadable, since); err != nil {
 			return stats, err
 		}
-		swept, err := s.sweepBlobs(ctx)
-		stats.BlobsSwept = swept
-		if err != nil {
-			s.log.Warn("attachment blob sweep failed", "err", err)
+	} else {
+		// A backfill adds paths without looking for removals: the folders
+		// it listed are looked at again by the next reconcile.
+		dirs := map[string]string{}
+		for acct, m := range ds.listed {
+			for dir := range m {
+				dirs[dir] = acct
+			}
+		}
+		if err := s.distrustDirs(ctx, dirs); err != nil {
+			return stats, err
 		}
 	}
 	stats.Duration = time.Since(start)
@@ -279,6 +347,46 @@ type failedPath struct {
 	mtime, size int64
 }
 
+// loadKnownFor reads the mirrored paths and recorded failures a Sync needs:
+// all of an account's, or, when folders were skipped, those of the folders
+// listed now and of the recorded folders that were not seen (gone).
+func (s *Store) loadKnownFor(ctx context.Context, accounts []*accountState, ds *dirScan, rootsOK map[string]bool) (map[string]*knownEntry, map[string]failedPath, error) {
+	if len(ds.skipped) == 0 {
+		return s.loadKnown(ctx, accounts)
+	}
+	known := map[string]*knownEntry{}
+	failed := map[string]failedPath{}
+	var whole []*accountState
+	for _, a := range accounts {
+		name := a.cfg.Name
+		if a.cfg.Kind != mail.KindMaildir || !rootsOK[name] || len(ds.prev[name]) == 0 {
+			whole = append(whole, a)
+			continue
+		}
+		dirs := map[string]bool{}
+		for dir := range ds.listed[name] {
+			dirs[dir] = true
+		}
+		for dir := range ds.prev[name] {
+			if !ds.skipped[dir] {
+				dirs[dir] = true
+			}
+		}
+		for dir := range dirs {
+			if err := s.loadKnownUnder(ctx, a, dir, known, failed); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	k2, f2, err := s.loadKnown(ctx, whole)
+	if err != nil {
+		return nil, nil, err
+	}
+	maps.Copy(known, k2)
+	maps.Copy(failed, f2)
+	return known, failed, nil
+}
+
 // loadKnown reads the mirrored paths and recorded failures of the accounts.
 func (s *Store) loadKnown(ctx context.Context, accounts []*accountState) (map[string]*knownEntry, map[string]failedPath, error) {
 	known := map[string]*knownEntry{}
@@ -289,32 +397,46 @@ func (s *Store) loadKnown(ctx context.Context, accounts []*accountState) (map[st
 		if err != nil {
 			return nil, nil, fmt.Errorf("load mirrored paths: %w", err)
 		}
-		for rows.Next() {
-			var path string
-			k := &knownEntry{account: a.cfg.Name}
-			if err := rows.Scan(&path, &k.msgID, &k.mailboxID, &k.fileKey, &k.mtime, &k.size); err != nil {
-				rows.Close()
-				return nil, nil, err
-			}
-			known[path] = k
+		if err := scanKnown(rows, a.cfg.Name, known); err != nil {
+			return nil, nil, err
 		}
-		rows.Close()
 		frows, err := s.db.QueryContext(ctx, "SELECT path, mtime, size FROM ingest_errors WHERE account = ?", a.cfg.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		for frows.Next() {
-			var p string
-			f := failedPath{account: a.cfg.Name}
-			if err := frows.Scan(&p, &f.mtime, &f.size); err != nil {
-				frows.Close()
-				return nil, nil, err
-			}
-			failed[p] = f
+		if err := scanFailed(frows, a.cfg.Name, failed); err != nil {
+			return nil, nil, err
 		}
-		frows.Close()
 	}
 	return known, failed, nil
+}
+
+// scanKnown reads (path, message_id, mailbox_id, file_key, mtime, size) rows into known and closes them.
+func scanKnown(rows *sql.Rows, account string, known map[string]*knownEntry) error {
+	defer rows.Close()
+	for rows.Next() {
+		var path string
+		k := &knownEntry{account: account}
+		if err := rows.Scan(&path, &k.msgID, &k.mailboxID, &k.fileKey, &k.mtime, &k.size); err != nil {
+			return err
+		}
+		known[path] = k
+	}
+	return rows.Err()
+}
+
+// scanFailed reads (path, mtime, size) rows of ingest_errors into failed and closes them.
+func scanFailed(rows *sql.Rows, account string, failed map[string]failedPath) error {
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		f := failedPath{account: account}
+		if err := rows.Scan(&p, &f.mtime, &f.size); err != nil {
+			return err
+		}
+		failed[p] = f
+	}
+	return rows.Err()
 }
 
 // applyRenames handles Maildir files that only changed name: a client that

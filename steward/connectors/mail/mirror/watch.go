@@ -13,6 +13,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/source"
 )
@@ -28,6 +29,7 @@ func (s *Store) IngestPaths(ctx context.Context, paths []string) (SyncStats, err
 	defer s.writeMu.Unlock()
 	var present []source.Entry
 	var gone []string
+	touched := map[string]string{} // Maildir folder → account
 	sort.Strings(paths)
 	for i, p := range paths {
 		if i > 0 && paths[i-1] == p {
@@ -36,6 +38,9 @@ func (s *Store) IngestPaths(ctx context.Context, paths []string) (SyncStats, err
 		acct := s.accountFor(p)
 		if acct == nil {
 			continue
+		}
+		if acct.cfg.Kind == mail.KindMaildir {
+			touched[filepath.Dir(p)] = acct.cfg.Name
 		}
 		e, err := source.EntryForPath(&acct.cfg, p)
 		switch {
@@ -46,6 +51,11 @@ func (s *Store) IngestPaths(ctx context.Context, paths []string) (SyncStats, err
 		}
 	}
 	stats.Scanned = len(present)
+	// Written first: a folder whose paths change here is listed by the next
+	// reconcile even if this run is cut short.
+	if err := s.distrustDirs(ctx, touched); err != nil {
+		return stats, err
+	}
 	if err := s.ingest(ctx, present, SyncOptions{Mode: Reconcile, Workers: 1, BatchSize: 256, BatchTime: 2 * time.Second}, &stats, start); err != nil {
 		return stats, err
 	}

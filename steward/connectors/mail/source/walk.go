@@ -53,6 +53,24 @@ type Entry struct {
 // cannot be read is reported through onError and skipped, so one unreadable
 // folder does not hide the others; fn's error stops the walk.
 func Walk(ctx context.Context, acct *mail.Account, fn func(Entry) error, onError func(path string, err error)) error {
+	return WalkWith(ctx, acct, WalkOptions{}, fn, onError)
+}
+
+// WalkOptions let a caller skip Maildir directories it knows are unchanged.
+// They apply to Maildir cur/ and new/ directories only: Apple Mail rewrites
+// .emlx files in place, which leaves the folder's modification time alone.
+type WalkOptions struct {
+	// Unchanged is asked about each Maildir cur/ or new/ directory, with its
+	// status taken before it is read; true skips reading it.
+	Unchanged func(dir string, st fs.FileInfo) bool
+	// Listed is called once a Maildir directory was read completely, with
+	// the status taken before reading it (so a change made while it was
+	// being read shows as a different time on the next walk).
+	Listed func(dir string, st fs.FileInfo)
+}
+
+// WalkWith is Walk with options.
+func WalkWith(ctx context.Context, acct *mail.Account, opts WalkOptions, fn func(Entry) error, onError func(path string, err error)) error {
 	if onError == nil {
 		onError = func(string, error) {}
 	}
@@ -65,7 +83,7 @@ func Walk(ctx context.Context, acct *mail.Account, fn func(Entry) error, onError
 	}
 	switch acct.Kind {
 	case mail.KindMaildir:
-		return walkMaildirTree(ctx, acct, fn, onError)
+		return walkMaildirTree(ctx, acct, opts, fn, onError)
 	case mail.KindAppleMail:
 		return walkAppleMail(ctx, acct, fn, onError)
 	}
@@ -152,7 +170,7 @@ func isMaildir(dir string) bool {
 	return false
 }
 
-func walkMaildirTree(ctx context.Context, acct *mail.Account, fn func(Entry) error, onError func(string, error)) error {
+func walkMaildirTree(ctx context.Context, acct *mail.Account, opts WalkOptions, fn func(Entry) error, onError func(string, error)) error {
 	folders, err := MaildirFolders(acct.Root, acct.Layout)
 	if err != nil {
 		return fmt.Errorf("account %s: list folders of %s: %w", acct.Name, acct.Root, err)
@@ -164,6 +182,10 @@ func walkMaildirTree(ctx context.Context, acct *mail.Account, fn func(Entry) err
 				return err
 			}
 			dir := filepath.Join(f.Dir, sub)
+			dst, err := os.Stat(dir)
+			if err == nil && opts.Unchanged != nil && opts.Unchanged(dir, dst) {
+				continue
+			}
 			entries, err := os.ReadDir(dir)
 			if err != nil {
 				if !errors.Is(err, fs.ErrNotExist) {
@@ -189,6 +211,9 @@ func walkMaildirTree(ctx context.Context, acct *mail.Account, fn func(Entry) err
 				if err := fn(e); err != nil {
 					return err
 				}
+			}
+			if opts.Listed != nil && dst != nil {
+				opts.Listed(dir, dst)
 			}
 		}
 	}
