@@ -173,8 +173,8 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 	if err != nil {
 		return res, err
 	}
-	res.EffectiveArgs = effective
-	if edited {
+	if edited && !agent.SameArgs(effective, args) {
+		res.EffectiveArgs = effective
 		res.Content = fmt.Sprintf("(The user edited the arguments before approving; it ran with %s.)\n%s", effective, res.Content)
 	}
 	return res, nil

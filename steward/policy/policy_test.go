@@ -157,15 +157,23 @@ func TestGate(t *testing.T) {
 		wantRun   string // arguments the tool received, "" = it must not run
 		wantText  string
 		wantError bool
+		// wantEffective is the result's EffectiveArgs: set only when the
+		// user's edits changed the arguments (docs/protocol.md).
+		wantEffective string
 	}{
-		{"approved", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}, args, "sent", false},
+		{"approved", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}, args, "sent", false, ""},
 		{"approved with edits", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved,
 			Args: json.RawMessage(`{"to":"bob@example.com","body":"edited","cc":null}`)}},
-			`{"body":"edited","to":"bob@example.com"}`, "user edited the arguments", false},
-		{"denied with note", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: "not now"}}, "", policy.BlockedDenied + " The user's note: not now", true},
-		{"revision", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: "shorter"}}, "", policy.RevisionPrefix + " The user's note: shorter", true},
-		{"timed out", &fakeApprover{wait: true}, "", policy.BlockedTimeout, true},
-		{"no channel", &fakeApprover{err: errors.New("no client connected")}, "", policy.BlockedNoClient, true},
+			`{"body":"edited","to":"bob@example.com"}`, "user edited the arguments", false, `{"body":"edited","to":"bob@example.com"}`},
+		// A client that always sends the form's values back (reordered,
+		// with empty optionals) did not edit anything.
+		{"approved with unchanged arguments", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved,
+			Args: json.RawMessage(`{"body":"hello","cc":null,"to":"Anna@Polimi.it"}`)}},
+			`{"body":"hello","to":"Anna@Polimi.it"}`, "sent", false, ""},
+		{"denied with note", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: "not now"}}, "", policy.BlockedDenied + " The user's note: not now", true, ""},
+		{"revision", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: "shorter"}}, "", policy.RevisionPrefix + " The user's note: shorter", true, ""},
+		{"timed out", &fakeApprover{wait: true}, "", policy.BlockedTimeout, true, ""},
+		{"no channel", &fakeApprover{err: errors.New("no client connected")}, "", policy.BlockedNoClient, true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,8 +188,11 @@ func TestGate(t *testing.T) {
 			if tc.wantRun != "" && (len(tool.got) != 1 || tool.got[0] != tc.wantRun) {
 				t.Errorf("tool received %v, want %s", tool.got, tc.wantRun)
 			}
-			if tc.wantRun != "" && string(res.EffectiveArgs) != tc.wantRun {
-				t.Errorf("effective args = %s", res.EffectiveArgs)
+			if string(res.EffectiveArgs) != tc.wantEffective {
+				t.Errorf("effective args = %s, want %q", res.EffectiveArgs, tc.wantEffective)
+			}
+			if tc.wantEffective == "" && strings.Contains(res.Content, "edited") {
+				t.Errorf("unedited approval says it was edited: %q", res.Content)
 			}
 			if len(tc.ap.asked) != 1 || string(tc.ap.asked[0].Args) != args || tc.ap.asked[0].Tool != "mcp__mail__send_email" {
 				t.Errorf("approval requests = %+v", tc.ap.asked)
