@@ -238,3 +238,49 @@ func TestPreflightBeforeAndAfterEdits(t *testing.T) {
 		t.Errorf("invalid edits ran: %+v %v", res, tool2.got)
 	}
 }
+
+func TestGateChecksInputSchema(t *testing.T) {
+	approve := func(edits string) *fakeApprover {
+		return &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved, Args: json.RawMessage(edits)}}
+	}
+	tests := []struct {
+		name      string
+		args      string
+		ap        *fakeApprover
+		wantAsked bool
+		wantText  string
+	}{
+		{"missing required field: no card", `{"to":"anna@polimi.it"}`, approve(""), false, policy.InvalidProposal},
+		{"wrong type: no card", `{"to":"anna@polimi.it","body":"hi","cc":7}`, approve(""), false, "cc"},
+		{"edits break the schema", `{"to":"anna@polimi.it","body":"hi"}`, approve(`{"to":"anna@polimi.it","body":null,"cc":null}`), true,
+			"edited arguments do not match the tool's input schema"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := &sendMail{}
+			p, _ := policy.New(policy.Options{Connectors: []string{"mail"}})
+			wrapped := policy.Wrap([]agent.Tool{typedSendMail{tool}}, policy.WrapOptions{Policy: p, Approver: tc.ap, Timeout: time.Second})[0]
+			res, err := wrapped.Call(context.Background(), json.RawMessage(tc.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || !strings.Contains(res.Content, tc.wantText) {
+				t.Errorf("result = %+v, want an error containing %q", res, tc.wantText)
+			}
+			if asked := len(tc.ap.asked) > 0; asked != tc.wantAsked {
+				t.Errorf("approval asked = %v, want %v", asked, tc.wantAsked)
+			}
+			if len(tool.got) != 0 {
+				t.Errorf("tool ran with %v", tool.got)
+			}
+		})
+	}
+}
+
+// typedSendMail is sendMail with a typed schema, as an MCP server declares.
+type typedSendMail struct{ *sendMail }
+
+func (typedSendMail) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "mcp__mail__send_email", Parameters: json.RawMessage(`{"type":"object","required":["to","body"],
+		"properties":{"to":{"type":"string"},"body":{"type":"string"},"cc":{"type":"string"}}}`)}
+}
