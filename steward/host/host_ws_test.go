@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,8 @@ func (tb *toolbox) list() []agent.Tool {
 
 type envOptions struct {
 	approvalTimeout time.Duration
+	disconnectGrace time.Duration
+	logger          *slog.Logger
 	home            string
 	provider        *llmtest.Server
 }
@@ -108,6 +111,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",
+		DisconnectGrace: o.disconnectGrace, Logger: o.logger,
 	}})
 	e.srv = httptest.NewServer(e.host.Handler())
 	t.Cleanup(e.close)
