@@ -715,6 +715,17 @@ func TestBrowserMobile(t *testing.T) {
 			t.Errorf("the chat list with the notification offer is %d px wide", w)
 		}
 		b.shot("chats-mobile")
+		// "Not now" is remembered: after a reload the chat list starts with
+		// the chats, not the offer.
+		b.click("#sidebar .notify-prompt", "Not now")
+		b.wait(`!document.querySelector('.notify-prompt')`)
+		b.do(chromedp.Reload())
+		b.wait(`document.documentElement.dataset.ready === '1'`)
+		b.do(chromedp.Click(`#bottom-nav a[data-nav="chats"]`))
+		b.wait(`document.querySelectorAll('.chat-link').length === 2`)
+		if eval[bool](b, `!!document.querySelector('.notify-prompt')`) {
+			t.Error("the notification offer came back after Not now and a reload")
+		}
 		h.flush()
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="usage"]`))
 		b.wait(`document.querySelector('.usage-page')?.dataset.loaded`)
