@@ -752,6 +752,14 @@ func TestBrowserMobile(t *testing.T) {
 			if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"more-button"}) {
 				t.Errorf("bottom bar highlights %v on %s, want only More", cur, page)
 			}
+			// The page title is larger than any section heading under it.
+			if bad := eval[[]string](b, fmt.Sprintf(`(() => {
+				const px = (e) => parseFloat(getComputedStyle(e).fontSize);
+				const title = px(document.getElementById('%s-title'));
+				return [...document.querySelectorAll('.%s-page h3')].filter((e) => px(e) >= title).map((e) => e.textContent);
+			})()`, page, page)); len(bad) != 0 {
+				t.Errorf("on %s these section headings are as large as the page title: %q", page, bad)
+			}
 			b.shot(page + "-mobile")
 			if page == "system" {
 				testSystemSectionsFit(t, b, "mobile")
