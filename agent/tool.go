@@ -9,6 +9,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 )
 
 // ToolSpec describes a tool to the model.
@@ -27,8 +28,9 @@ type ToolResult struct {
 	// Data is an optional structured result for clients (rich cards); the
 	// model does not see it.
 	Data json.RawMessage `json:"data,omitempty"`
-	// EffectiveArgs, when set, are the arguments the call actually ran with
-	// (an approval with edits replaced the model's).
+	// EffectiveArgs, when set, are the arguments the call actually ran with,
+	// present only when they differ from the model's (an approval whose edits
+	// changed them); see SameArgs.
 	EffectiveArgs json.RawMessage `json:"effectiveArgs,omitempty"`
 }
 
@@ -51,4 +53,15 @@ func (f ToolFunc) Spec() ToolSpec { return f.ToolSpec }
 // Call runs the function.
 func (f ToolFunc) Call(ctx context.Context, args json.RawMessage) (ToolResult, error) {
 	return f.Fn(ctx, args)
+}
+
+// SameArgs reports whether two JSON argument objects carry the same values,
+// ignoring key order and spacing, so that an approval which sent the
+// proposal back unchanged is not reported as edited.
+func SameArgs(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -17,7 +17,8 @@ import (
 	"path/filepath"
 	"time"
 
-	_ "modernc.org/sqlite"     // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 	_ "modernc.org/sqlite/vec" // installs sqlite-vec (vec0) on every connection
 )
 
@@ -120,7 +121,7 @@ func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	case !opts.ReadOnly:
 		db.SetMaxOpenConns(1)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := connect(ctx, db, busyTimeout(opts)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -133,11 +134,42 @@ func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	return db, nil
 }
 
-func dsn(path string, opts Options) string {
-	busy := opts.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
+func busyTimeout(opts Options) time.Duration {
+	if opts.BusyTimeout > 0 {
+		return opts.BusyTimeout
 	}
+	return DefaultBusyTimeout
+}
+
+// connect opens the pool's first connection. On a new file its
+// journal_mode(WAL) pragma rewrites the header while holding the read lock it
+// took to look at it, and SQLite answers that read-to-write upgrade with an
+// immediate SQLITE_BUSY instead of calling the busy handler (waiting could
+// deadlock two upgraders). So when another opener converts the file at the
+// same moment, connect waits and retries itself, for up to the busy timeout;
+// once the file is in WAL mode the pragma no longer writes and cannot fail so.
+func connect(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+func dsn(path string, opts Options) string {
+	busy := busyTimeout(opts)
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
@@ -158,8 +190,17 @@ func dsn(path string, opts Options) string {
 
 // migrate applies the pending migrations, each in its own immediate
 // transaction so that two processes opening the same store never both apply
-// the same step.
+// the same step. A store already up to date is recognised by a plain read,
+// which in WAL mode never waits for a writer: many openers of a current store
+// then do not queue for the write lock one after another.
 func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
+	v, err := Version(ctx, db)
+	if err != nil {
+		return err
+	}
+	if v == len(migrations) {
+		return nil
+	}
 	for {
 		done, err := migrateStep(ctx, db, migrations)
 		if err != nil || done {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstack/agentstack/dirlock"
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -45,6 +46,16 @@ store is closed.`)
 			if err != nil {
 				return err
 			}
+			// Two hosts on one STEWARD_HOME would run every watch and
+			// scheduled job twice and race on the same files.
+			lock, err := dirlock.Acquire(sc.home)
+			if errors.Is(err, dirlock.ErrLocked) {
+				return fmt.Errorf("another steward serve is already running on this STEWARD_HOME: %w; stop it first, or set STEWARD_HOME to another directory", err)
+			}
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			hostLn, gwLn, err := serveListeners(sc)
 			if err != nil {
 				return err

@@ -442,3 +442,60 @@ func TestHostBenchSmoke(t *testing.T) {
 		t.Errorf("mean upstream request bytes: gateway path %.1f, host path %.1f; want equal", g, h)
 	}
 }
+
+// TestSecondServeOnSameHomeIsRefused runs two real steward serve processes on
+// one STEWARD_HOME: the second stops at once with a message that says why and
+// which process holds the directory, and the first keeps serving.
+func TestSecondServeOnSameHomeIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildSteward(t)
+	home := filepath.Join(t.TempDir(), "home")
+	start := func() (*exec.Cmd, *bytes.Buffer, string) {
+		hostLn, gwLn := loopback(t), loopback(t)
+		hostAddr, gwAddr := hostLn.Addr().(*net.TCPAddr), gwLn.Addr().(*net.TCPAddr)
+		hostLn.Close()
+		gwLn.Close()
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(os.Environ(), "STEWARD_HOME="+home, "HOST_PORT="+strconv.Itoa(hostAddr.Port), "GATEWAY_PORT="+strconv.Itoa(gwAddr.Port))
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, &logs, hostAddr.String()
+	}
+	healthy := func(addr string) bool {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	first, _, firstAddr := start()
+	waitFor(t, func() bool { return healthy(firstAddr) })
+
+	second, logs, _ := start()
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("second serve exited 0:\n%s", logs)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("second serve on the same STEWARD_HOME is still running:\n%s", logs)
+	}
+	msg := logs.String()
+	for _, want := range []string{"another steward serve is already running", home, fmt.Sprintf("pid %d", first.Process.Pid)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("second serve's message lacks %q:\n%s", want, msg)
+		}
+	}
+	if !healthy(firstAddr) {
+		t.Error("the first serve stopped answering")
+	}
+}

@@ -59,6 +59,9 @@ CREATE TABLE files (
 // ErrNotFound reports a chat that does not exist (or was deleted).
 var ErrNotFound = errors.New("chat not found")
 
+// ErrEntryNotFound reports a transcript entry that does not exist in a chat.
+var ErrEntryNotFound = errors.New("transcript entry not found")
+
 // Chat is one conversation in the list.
 type Chat struct {
 	ID        string    `json:"id"`
@@ -261,7 +264,14 @@ func (s *Store) Append(ctx context.Context, chatID string, e *Entry) error {
 // UpdateEntry replaces the data of an entry (a tool card that finished, an
 // approval that was answered).
 func (s *Store) UpdateEntry(ctx context.Context, chatID, entryID string, data json.RawMessage) error {
-	return s.exec(ctx, "update entry of", chatID, `UPDATE entries SET data = ? WHERE chat_id = ? AND id = ?`, string(data), chatID, entryID)
+	r, err := s.db.ExecContext(ctx, `UPDATE entries SET data = ? WHERE chat_id = ? AND id = ?`, string(data), chatID, entryID)
+	if err != nil {
+		return fmt.Errorf("update entry of chat %s: %w", chatID, err)
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return fmt.Errorf("update entry %s of chat %s: %w", entryID, chatID, ErrEntryNotFound)
+	}
+	return nil
 }
 
 // Transcript returns a chat's entries in order.

@@ -64,6 +64,10 @@ func TestChatsLifecycleSurvivesReopen(t *testing.T) {
 	if err := s.UpdateEntry(ctx, a.ID, tr[0].ID, json.RawMessage(`{"text":"edited"}`)); err != nil {
 		t.Fatal(err)
 	}
+	// A missing entry of an existing chat is not reported as a missing chat.
+	if err := s.UpdateEntry(ctx, a.ID, "tool_missing", json.RawMessage(`{}`)); !errors.Is(err, chats.ErrEntryNotFound) || errors.Is(err, chats.ErrNotFound) {
+		t.Errorf("update of a missing entry: %v, want ErrEntryNotFound", err)
+	}
 
 	if err := s.Delete(ctx, a.ID); err != nil {
 		t.Fatal(err)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,6 +244,86 @@ func TestPendingApprovalSurvivesReconnect(t *testing.T) {
 	if len(e.tools.got("mcp__mail__send_email")) != 1 {
 		t.Error("approved tool did not run")
 	}
+}
+
+// TestClosedBrowserOnPendingApprovalSavesEverything: the user closes the
+// page while a card waits; the approval resolves as no_channel after the
+// grace period, the model tries again with nobody connected (no card can be
+// shown) and gives up. Every part of the chat is saved: nothing logs "could
+// not save part of a chat".
+func TestClosedBrowserOnPendingApprovalSavesEverything(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, envOptions{disconnectGrace: 200 * time.Millisecond,
+		logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const args = `{"to":"a@b.c","body":"x"}`
+	e.provider.Enqueue("tier-5",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c1", "mcp__mail__send_email", args)}},
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c2", "mcp__mail__send_email", args)}},
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c3", "mcp__mail__send_email", args)}},
+		llmtest.Reply{Content: "Nobody is there to approve."})
+	c := e.dial(token)
+	chat := c.createChat("closed")
+	c.say(chat, "send it")
+	c.next("approval.request", nil)
+	c.conn.Close(websocket.StatusGoingAway, "tab closed")
+
+	var approvals []map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tr, err := e.store.Transcript(context.Background(), chat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		approvals = approvals[:0]
+		final := false
+		for _, en := range tr {
+			var d map[string]any
+			json.Unmarshal(en.Data, &d)
+			switch en.Kind {
+			case "approval":
+				approvals = append(approvals, d)
+			case "assistant":
+				final = final || d["text"] == "Nobody is there to approve."
+			}
+		}
+		if final && !e.host.Manager().Running(chat) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn did not finish: %d entries", len(tr))
+		}
+	}
+	if strings.Contains(logs.String(), "could not save") {
+		t.Errorf("host logged failed writes:\n%s", logs.String())
+	}
+	if len(approvals) != 3 {
+		t.Fatalf("transcript has %d approval cards, want 3 (one per call): %v", len(approvals), approvals)
+	}
+	for _, a := range approvals {
+		if a["status"] != "no_channel" {
+			t.Errorf("approval card = %v, want status no_channel", a)
+		}
+	}
+	if got := e.tools.got("mcp__mail__send_email"); len(got) != 0 {
+		t.Errorf("the tool ran without approval: %v", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the host's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestUploadAndFile(t *testing.T) {

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,8 @@ func (tb *toolbox) list() []agent.Tool {
 
 type envOptions struct {
 	approvalTimeout time.Duration
+	disconnectGrace time.Duration
+	logger          *slog.Logger
 	home            string
 	provider        *llmtest.Server
 }
@@ -108,6 +111,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",
+		DisconnectGrace: o.disconnectGrace, Logger: o.logger,
 	}})
 	e.srv = httptest.NewServer(e.host.Handler())
 	t.Cleanup(e.close)
@@ -327,13 +331,54 @@ func TestGatedToolOutcomes(t *testing.T) {
 					json.Unmarshal(en.Data, &card)
 				}
 			}
-			if tc.wantRun != "" && string(card.EffectiveArgs) != tc.wantRun {
-				t.Errorf("transcript effective args = %s", card.EffectiveArgs)
+			// Effective arguments appear only when edits changed them.
+			wantEffective := ""
+			if tc.name == "approve with edits" {
+				wantEffective = tc.wantRun
+			}
+			if string(card.EffectiveArgs) != wantEffective {
+				t.Errorf("transcript effective args = %s, want %q", card.EffectiveArgs, wantEffective)
 			}
 			if tc.wantRun == "" && card.Status != "blocked" {
 				t.Errorf("transcript card status = %s", card.Status)
 			}
 		})
+	}
+}
+
+// TestSchemaViolationGoesBackToTheModel: a gated call whose arguments break
+// the tool's inputSchema is refused without a card; the model corrects it and
+// only the corrected proposal reaches the user.
+func TestSchemaViolationGoesBackToTheModel(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	const fixed = `{"to":"anna@polimi.it","body":"See you Monday"}`
+	e.provider.Enqueue("tier-5",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c1", "mcp__mail__send_email", `{"to":"anna@polimi.it","cc":["x"]}`)}},
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c2", "mcp__mail__send_email", fixed)}},
+		llmtest.Reply{Content: "Sent."})
+	c := e.dial(token)
+	chat := c.createChat("schema")
+	c.say(chat, "email Anna")
+	req := c.next("approval.request", nil)
+	if req["callId"] != "c2" {
+		t.Fatalf("first card is for call %v, want only the corrected c2", req["callId"])
+	}
+	c.send(map[string]any{"type": "approval.respond", "approvalId": req["approvalId"], "decision": "approve"})
+	if done := c.next("turn.done", nil); done["ok"] != true {
+		t.Fatalf("turn.done = %v", done)
+	}
+	if n := c.count("approval.request"); n != 1 {
+		t.Errorf("%d approval cards, want 1", n)
+	}
+	if got := e.tools.got("mcp__mail__send_email"); len(got) != 1 || got[0] != fixed {
+		t.Errorf("the tool received %v, want only %s", got, fixed)
+	}
+	// The model saw the violation as a correctable error naming the problem.
+	second := e.provider.Requests()[1].Body["messages"].([]any)
+	last := second[len(second)-1].(map[string]any)
+	content := last["content"].(string)
+	if !strings.Contains(content, policy.InvalidProposal) || !strings.Contains(content, "/properties/cc") {
+		t.Errorf("model saw %q", content)
 	}
 }
 

@@ -461,6 +461,11 @@ type chatApprover struct {
 
 func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.ApprovalResponse, error) {
 	m := a.m
+	// The card goes into the transcript even when nobody can see it now: the
+	// observer's Resolved updates it, and the chat keeps a trace of each
+	// call that waited for the user.
+	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args, "status": "pending"})
+	m.journalOf(a.chatID).append(&chats.Entry{ID: req.ID, Kind: "approval", Data: card})
 	if !a.headless && (m.opts.Clients == nil || m.opts.Clients.Clients() == 0) {
 		return policy.ApprovalResponse{Verdict: policy.VerdictNoChannel}, nil
 	}
@@ -475,8 +480,6 @@ func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) 
 		delete(m.approvals, req.ID)
 		m.mu.Unlock()
 	}()
-	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args, "status": "pending"})
-	m.journalOf(a.chatID).append(&chats.Entry{ID: req.ID, Kind: "approval", Data: card})
 	m.broadcast(p.req)
 	m.audit(ctx, AuditEvent{Actor: "agent", Type: "approval.request", Risk: "medium", ChatID: a.chatID, Tool: req.Tool, Summary: "approval requested for " + req.Tool, Payload: map[string]any{"args": json.RawMessage(req.Args)}})
 

@@ -79,14 +79,15 @@ func Wrap(tools []agent.Tool, opts WrapOptions) []agent.Tool {
 	}
 	out := make([]agent.Tool, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, &gated{inner: t, opts: opts})
+		out = append(out, &gated{inner: t, opts: opts, schema: &argSchema{raw: t.Spec().Parameters}})
 	}
 	return out
 }
 
 type gated struct {
-	inner agent.Tool
-	opts  WrapOptions
+	inner  agent.Tool
+	opts   WrapOptions
+	schema *argSchema
 }
 
 func (g *gated) Spec() agent.ToolSpec { return g.inner.Spec() }
@@ -98,6 +99,9 @@ const (
 	BlockedTimeout  = "NOT DONE: the approval request timed out, so the action was not performed."
 	BlockedNoClient = "NOT DONE: no approval channel was available (no app connected), so the action was not performed."
 	RevisionPrefix  = "NOT DONE: the user asked you to revise this proposal before it runs."
+	// InvalidProposal starts the result of a call refused before any card
+	// was shown: the model can correct the arguments and call again.
+	InvalidProposal = "Invalid proposal, nothing was shown to the user: "
 )
 
 func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResult, error) {
@@ -113,11 +117,15 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 		return agent.ToolResult{Content: BlockedByPolicy, IsError: true}, nil
 	}
 
+	if err := g.schema.check(args); err != nil {
+		return agent.ToolResult{Content: InvalidProposal + "the arguments do not match the tool's input schema: " + err.Error() +
+			". Correct them and call the tool again.", IsError: true}, nil
+	}
 	pre, canPreflight := g.inner.(Preflighter)
 	if canPreflight {
 		norm, err := pre.Preflight(ctx, args)
 		if err != nil {
-			return agent.ToolResult{Content: "Invalid proposal, nothing was shown to the user: " + err.Error(), IsError: true}, nil
+			return agent.ToolResult{Content: InvalidProposal + err.Error(), IsError: true}, nil
 		}
 		args = norm
 	}
@@ -163,6 +171,9 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 			return blocked("NOT DONE: the edited arguments are not a JSON object", ""), nil
 		}
 		effective = cleaned
+		if err := g.schema.check(effective); err != nil {
+			return agent.ToolResult{Content: "NOT DONE: the user's edited arguments do not match the tool's input schema: " + err.Error(), IsError: true}, nil
+		}
 		if canPreflight {
 			if effective, err = pre.Preflight(ctx, effective); err != nil {
 				return agent.ToolResult{Content: "NOT DONE: the user's edited arguments are invalid: " + err.Error(), IsError: true}, nil
@@ -173,8 +184,8 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 	if err != nil {
 		return res, err
 	}
-	res.EffectiveArgs = effective
-	if edited {
+	if edited && !agent.SameArgs(effective, args) {
+		res.EffectiveArgs = effective
 		res.Content = fmt.Sprintf("(The user edited the arguments before approving; it ran with %s.)\n%s", effective, res.Content)
 	}
 	return res, nil

@@ -157,15 +157,23 @@ func TestGate(t *testing.T) {
 		wantRun   string // arguments the tool received, "" = it must not run
 		wantText  string
 		wantError bool
+		// wantEffective is the result's EffectiveArgs: set only when the
+		// user's edits changed the arguments (docs/protocol.md).
+		wantEffective string
 	}{
-		{"approved", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}, args, "sent", false},
+		{"approved", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved}}, args, "sent", false, ""},
 		{"approved with edits", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved,
 			Args: json.RawMessage(`{"to":"bob@example.com","body":"edited","cc":null}`)}},
-			`{"body":"edited","to":"bob@example.com"}`, "user edited the arguments", false},
-		{"denied with note", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: "not now"}}, "", policy.BlockedDenied + " The user's note: not now", true},
-		{"revision", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: "shorter"}}, "", policy.RevisionPrefix + " The user's note: shorter", true},
-		{"timed out", &fakeApprover{wait: true}, "", policy.BlockedTimeout, true},
-		{"no channel", &fakeApprover{err: errors.New("no client connected")}, "", policy.BlockedNoClient, true},
+			`{"body":"edited","to":"bob@example.com"}`, "user edited the arguments", false, `{"body":"edited","to":"bob@example.com"}`},
+		// A client that always sends the form's values back (reordered,
+		// with empty optionals) did not edit anything.
+		{"approved with unchanged arguments", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved,
+			Args: json.RawMessage(`{"body":"hello","cc":null,"to":"Anna@Polimi.it"}`)}},
+			`{"body":"hello","to":"Anna@Polimi.it"}`, "sent", false, ""},
+		{"denied with note", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictDenied, Note: "not now"}}, "", policy.BlockedDenied + " The user's note: not now", true, ""},
+		{"revision", &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictRevise, Note: "shorter"}}, "", policy.RevisionPrefix + " The user's note: shorter", true, ""},
+		{"timed out", &fakeApprover{wait: true}, "", policy.BlockedTimeout, true, ""},
+		{"no channel", &fakeApprover{err: errors.New("no client connected")}, "", policy.BlockedNoClient, true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,8 +188,11 @@ func TestGate(t *testing.T) {
 			if tc.wantRun != "" && (len(tool.got) != 1 || tool.got[0] != tc.wantRun) {
 				t.Errorf("tool received %v, want %s", tool.got, tc.wantRun)
 			}
-			if tc.wantRun != "" && string(res.EffectiveArgs) != tc.wantRun {
-				t.Errorf("effective args = %s", res.EffectiveArgs)
+			if string(res.EffectiveArgs) != tc.wantEffective {
+				t.Errorf("effective args = %s, want %q", res.EffectiveArgs, tc.wantEffective)
+			}
+			if tc.wantEffective == "" && strings.Contains(res.Content, "edited") {
+				t.Errorf("unedited approval says it was edited: %q", res.Content)
 			}
 			if len(tc.ap.asked) != 1 || string(tc.ap.asked[0].Args) != args || tc.ap.asked[0].Tool != "mcp__mail__send_email" {
 				t.Errorf("approval requests = %+v", tc.ap.asked)
@@ -226,4 +237,50 @@ func TestPreflightBeforeAndAfterEdits(t *testing.T) {
 	if res := call(t, tool2, ap2, time.Second, `{"to":"a@b.c","body":"x"}`); !res.IsError || len(tool2.got) != 0 {
 		t.Errorf("invalid edits ran: %+v %v", res, tool2.got)
 	}
+}
+
+func TestGateChecksInputSchema(t *testing.T) {
+	approve := func(edits string) *fakeApprover {
+		return &fakeApprover{resp: policy.ApprovalResponse{Verdict: policy.VerdictApproved, Args: json.RawMessage(edits)}}
+	}
+	tests := []struct {
+		name      string
+		args      string
+		ap        *fakeApprover
+		wantAsked bool
+		wantText  string
+	}{
+		{"missing required field: no card", `{"to":"anna@polimi.it"}`, approve(""), false, policy.InvalidProposal},
+		{"wrong type: no card", `{"to":"anna@polimi.it","body":"hi","cc":7}`, approve(""), false, "cc"},
+		{"edits break the schema", `{"to":"anna@polimi.it","body":"hi"}`, approve(`{"to":"anna@polimi.it","body":null,"cc":null}`), true,
+			"edited arguments do not match the tool's input schema"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := &sendMail{}
+			p, _ := policy.New(policy.Options{Connectors: []string{"mail"}})
+			wrapped := policy.Wrap([]agent.Tool{typedSendMail{tool}}, policy.WrapOptions{Policy: p, Approver: tc.ap, Timeout: time.Second})[0]
+			res, err := wrapped.Call(context.Background(), json.RawMessage(tc.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || !strings.Contains(res.Content, tc.wantText) {
+				t.Errorf("result = %+v, want an error containing %q", res, tc.wantText)
+			}
+			if asked := len(tc.ap.asked) > 0; asked != tc.wantAsked {
+				t.Errorf("approval asked = %v, want %v", asked, tc.wantAsked)
+			}
+			if len(tool.got) != 0 {
+				t.Errorf("tool ran with %v", tool.got)
+			}
+		})
+	}
+}
+
+// typedSendMail is sendMail with a typed schema, as an MCP server declares.
+type typedSendMail struct{ *sendMail }
+
+func (typedSendMail) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "mcp__mail__send_email", Parameters: json.RawMessage(`{"type":"object","required":["to","body"],
+		"properties":{"to":{"type":"string"},"body":{"type":"string"},"cc":{"type":"string"}}}`)}
 }

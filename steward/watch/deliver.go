@@ -356,7 +356,9 @@ func (g *guardedTool) Call(ctx context.Context, args json.RawMessage) (agent.Too
 		res, callErr := g.inner.Call(ctx, frozen)
 		g.e.finishClaim(ctx, key, res, callErr)
 		if callErr == nil {
-			res.EffectiveArgs = frozen
+			if !agent.SameArgs(frozen, args) {
+				res.EffectiveArgs = frozen
+			}
 			g.e.continueAfter(ctx, g.w, g.ev, rg.rule, res, g.actx)
 		}
 		return res, callErr

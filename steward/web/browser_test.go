@@ -684,9 +684,20 @@ func TestBrowserMobile(t *testing.T) {
 		if d := eval[string](b, `getComputedStyle(document.querySelector('.sidebar-foot')).display`); d != "none" {
 			t.Errorf("the desktop sidebar footer shows on a phone: %q", d)
 		}
+		// "/" on a phone is a composer, not a list without one; New is lit.
+		b.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
+		b.wait(`getComputedStyle(document.querySelector('.main')).display !== 'none' && document.querySelector('.main textarea')?.offsetParent !== null`)
+		if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"chat"}) {
+			t.Errorf("bottom bar highlights %v on /, want [chat]", cur)
+		}
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="chat"]`))
 		b.send("Hello from the phone")
 		b.lastAssistant("you said: Hello from the phone")
+		// An open chat is under Chats, not New.
+		b.wait(`location.hash.startsWith('#/c/')`)
+		if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"chats"}) {
+			t.Errorf("bottom bar highlights %v in an open chat, want [chats]", cur)
+		}
 		if w := eval[int](b, `document.documentElement.scrollWidth`); w > 360 {
 			t.Errorf("the chat is %d px wide at a 360 px viewport", w)
 		}
@@ -715,6 +726,17 @@ func TestBrowserMobile(t *testing.T) {
 			t.Errorf("the chat list with the notification offer is %d px wide", w)
 		}
 		b.shot("chats-mobile")
+		// "Not now" is remembered: after a reload the chat list starts with
+		// the chats, not the offer.
+		b.click("#sidebar .notify-prompt", "Not now")
+		b.wait(`!document.querySelector('.notify-prompt')`)
+		b.do(chromedp.Reload())
+		b.wait(`document.documentElement.dataset.ready === '1'`)
+		b.do(chromedp.Click(`#bottom-nav a[data-nav="chats"]`))
+		b.wait(`document.querySelectorAll('.chat-link').length === 2`)
+		if eval[bool](b, `!!document.querySelector('.notify-prompt')`) {
+			t.Error("the notification offer came back after Not now and a reload")
+		}
 		h.flush()
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="usage"]`))
 		b.wait(`document.querySelector('.usage-page')?.dataset.loaded`)
@@ -726,6 +748,17 @@ func TestBrowserMobile(t *testing.T) {
 			b.wait(fmt.Sprintf(`document.querySelector('.%s-page')?.dataset.loaded === '1' && document.getElementById('more-menu').hidden`, page))
 			if w := eval[int](b, `document.documentElement.scrollWidth`); w > 360 {
 				t.Errorf("the %s page is %d px wide", page, w)
+			}
+			if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"more-button"}) {
+				t.Errorf("bottom bar highlights %v on %s, want only More", cur, page)
+			}
+			// The page title is larger than any section heading under it.
+			if bad := eval[[]string](b, fmt.Sprintf(`(() => {
+				const px = (e) => parseFloat(getComputedStyle(e).fontSize);
+				const title = px(document.getElementById('%s-title'));
+				return [...document.querySelectorAll('.%s-page h3')].filter((e) => px(e) >= title).map((e) => e.textContent);
+			})()`, page, page)); len(bad) != 0 {
+				t.Errorf("on %s these section headings are as large as the page title: %q", page, bad)
 			}
 			b.shot(page + "-mobile")
 			if page == "system" {

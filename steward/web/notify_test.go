@@ -102,7 +102,7 @@ func (b *browser) setNotifications(origin string, setting cdpbrowser.PermissionS
 func (b *browser) openSystem() {
 	b.t.Helper()
 	b.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
-	b.wait(`document.body.dataset.route === 'chats'`)
+	b.wait(`document.body.dataset.route === 'new'`)
 	b.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/system'`))
 	b.wait(`document.querySelector('.system-page .notifications')?.dataset.state`)
 }

@@ -225,15 +225,20 @@ class App {
   async route() {
     const hash = location.hash || '#/';
     const [, name = '', arg = ''] = hash.match(/^#\/([\w-]*)\/?(.*)$/) || [];
-    document.body.dataset.route = name || 'chats';
+    // '/' is a composer (on a phone too); the chat list has its own route.
+    document.body.dataset.route = name || 'new';
     this.closeMore();
     clear($('#toasts'));
+    // An open chat belongs to Chats, a new one to New; the pages under More
+    // light More up.
+    const section = { '': 'chat', new: 'chat', c: 'chats' }[name] ?? name;
     for (const a of document.querySelectorAll('[data-nav]')) {
-      const on = a.dataset.nav === (name === 'c' || name === 'new' ? 'chat' : name || 'chats');
+      const on = a.dataset.nav === section;
       a.classList.toggle('current', on);
       if (on) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
+    $('#more-button').classList.toggle('current', ['wiki', 'audit', 'system'].includes(section));
     this.view = null;
     if (name === 'c' && arg) {
       this.view = new ChatView(this, decodeURIComponent(arg));
@@ -251,7 +256,8 @@ class App {
       this.renderChatList();
       return;
     }
-    // '' (chats) and 'new': an empty chat whose first message creates it.
+    // '', 'new' and 'chats' (a phone's list over it): an empty chat whose
+    // first message creates it.
     this.view = new ChatView(this, '');
     this.show(this.view.el);
     this.renderChatList();

@@ -179,13 +179,16 @@ export function controls(app) {
 }
 
 // prompt offers notifications once, in the sidebar before `where`, on a
-// device that has not decided yet; either answer dismisses it for good.
+// device that has not decided yet; either button dismisses it for good.
 export function prompt(app, where) {
   if (!supported() || Notification.permission !== 'default' || localStorage.getItem(ASKED_KEY)) return null;
   const el = h('div', { class: 'notify-prompt', role: 'region', 'aria-label': 'Notifications' },
     h('p', null, 'Get a notification on this device when one of your watches fires (a train, a reminder).'),
     h('div', { class: 'actions' },
       h('button', { type: 'button', class: 'primary', 'on:click': async () => {
+        // Answered either way: a permission prompt the user closes without
+        // choosing must not bring the offer back on every load.
+        localStorage.setItem(ASKED_KEY, '1');
         el.remove();
         try {
           const state = await enablePush();
