@@ -25,8 +25,7 @@ var fileCardTools = map[string]bool{
 // result's own {"kind": …}, or an MCP result's structuredContent when that
 // carries a kind (as the connectors emit it).
 func richData(data json.RawMessage) (json.RawMessage, string) {
-	// Unwrap first: dataKind also reads the kind inside structuredContent,
-	// and a card must carry the structured data, not the MCP wrapper.
+	// A card carries the structured data, not the MCP wrapper.
 	var wrapped struct {
 		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
