@@ -71,6 +71,12 @@ func (e *cliEnv) Config() (*config.Config, error) {
 	return cfg, nil
 }
 
+// reloadConfig reads STEWARD_HOME/config.env again (after set-up wrote it)
+// without replacing the configuration the running commands hold.
+func (e *cliEnv) reloadConfig() (*config.Config, error) {
+	return config.Load(e.loadOpts)
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
