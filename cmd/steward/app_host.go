@@ -158,6 +158,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
 			info := systemInfo(ctx, d.gatewayURL, sc.hostTier, bridge)
+			applySourceStates(&info, sourceStates(d.cfg))
 			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
 			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
 			bg.extend(ctx, &info)

@@ -161,6 +161,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		return err
 	}
 	log := env.Log
+	sources := sourceStates(cfg) // read before anything starts: what the user has set up
 	var servers []*http.Server
 	st := &stack{}
 	defer func() {
@@ -209,6 +210,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		}
 		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
 		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
+		printNextSteps(env.Stdout, "http://"+hostLn.Addr().String(), sc.home, sources)
 	}
 
 	listeners := []net.Listener{}
@@ -278,5 +280,13 @@ func printNoModel(w io.Writer, rd gateway.Readiness, sc *serveConfig, hostURL st
     - put the missing key in %s (for the built-in DeepSeek tiers: DEEPSEEK_API_KEY=sk-…)
       and restart, or write %s yourself (see the README).
 
-`, strings.TrimPrefix(rd.Problem, "no usable chat model: "), hostURL, filepath.Join(sc.home, config.EnvFileName), sc.gatewayConfig)
+`, sentence(strings.TrimPrefix(rd.Problem, "no usable chat model: ")), hostURL, filepath.Join(sc.home, config.EnvFileName), sc.gatewayConfig)
+}
+
+// sentence capitalises s's first letter.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
