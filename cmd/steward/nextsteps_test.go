@@ -64,3 +64,45 @@ func TestStartupGuidanceGolden(t *testing.T) {
 		t.Errorf("calendar on the System page: %+v", s)
 	}
 }
+
+func TestNoArgumentsPrintsHelpOnceAndExits2(t *testing.T) {
+	env, out, errb := testEnv(t, map[string]string{})
+	if code := run(t.Context(), nil, env); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if out.Len() != 0 || strings.Count(errb.String(), "Usage: steward COMMAND") != 1 {
+		t.Errorf("stdout %q; stderr:\n%s", out, errb)
+	}
+}
+
+func TestLogLevelFromConfigEnv(t *testing.T) {
+	for _, tc := range []struct {
+		level   string
+		wantErr bool
+		debug   bool
+	}{{"debug", false, true}, {"warn", false, false}, {"loud", true, false}} {
+		env, _, _ := testEnv(t, map[string]string{})
+		home := filepath.Join(t.TempDir(), "h")
+		env.loadOpts.Getenv = func(k string) (string, bool) {
+			if k == "STEWARD_HOME" {
+				return home, true
+			}
+			return "", false
+		}
+		os.MkdirAll(home, 0o700)
+		os.WriteFile(filepath.Join(home, "config.env"), []byte("STEWARD_LOG_LEVEL="+tc.level+"\n"), 0o600)
+		_, err := env.Config()
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s: err %v", tc.level, err)
+		}
+		if err != nil {
+			if !strings.Contains(err.Error(), "debug, info, warn or error") {
+				t.Errorf("error %q does not list the levels", err)
+			}
+			continue
+		}
+		if got := env.Log.Enabled(t.Context(), -4); got != tc.debug {
+			t.Errorf("%s: debug enabled = %v", tc.level, got)
+		}
+	}
+}
