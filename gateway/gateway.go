@@ -56,6 +56,7 @@ type Gateway struct {
 	log     *slog.Logger
 	client  *http.Client
 	secrets []string
+	handler http.Handler
 }
 
 // New validates opts.Config and resolves every public name's targets.
@@ -101,6 +102,7 @@ func New(opts Options) (*Gateway, error) {
 		rt = NewTransport()
 	}
 	g.client = &http.Client{Transport: rt}
+	g.handler = g.routes()
 	return g, nil
 }
 
@@ -123,7 +125,9 @@ func NewTransport() *http.Transport {
 func (g *Gateway) Models() []string { return append([]string(nil), g.names...) }
 
 // Handler returns the HTTP routes.
-func (g *Gateway) Handler() http.Handler {
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", g.auth(g.handleChat))
 	mux.HandleFunc("POST /v1/embeddings", g.auth(g.handleEmbeddings))
@@ -177,7 +181,17 @@ func (g *Gateway) handleRates(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "service": "steward-gateway", "models": len(g.names)})
+	body := map[string]any{"ok": true, "service": "steward-gateway", "models": len(g.names)}
+	// ?model=NAME asks whether that name can be served: a gateway without a
+	// usable key is up but not useful, and says so.
+	if m := r.URL.Query().Get("model"); m != "" {
+		rd := g.Ready(m)
+		body["ready"] = rd
+		if !rd.Ready {
+			body["warning"] = rd.Problem
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // Rates returns the configured rates.

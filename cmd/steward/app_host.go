@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/host"
+	"github.com/agentstack/agentstack/steward/modelsetup"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/searchprep"
@@ -32,9 +34,10 @@ import (
 
 // systemInfo is what the System page shows besides the host itself: the
 // gateway's health and each MCP server's state.
-func systemInfo(ctx context.Context, gatewayURL string, bridge *mcpbridge.Bridge) host.SystemInfo {
+func systemInfo(ctx context.Context, gatewayURL, chatModel string, bridge *mcpbridge.Bridge) host.SystemInfo {
 	var info host.SystemInfo
-	info.Services = append(info.Services, host.ProbeHTTP(ctx, nil, "gateway", strings.TrimSuffix(gatewayURL, "/v1")+"/health"))
+	// ?model= makes the gateway say whether chats can be served at all.
+	info.Services = append(info.Services, host.ProbeHTTP(ctx, nil, "gateway", strings.TrimSuffix(gatewayURL, "/v1")+"/health?model="+url.QueryEscape(chatModel)))
 	for _, s := range bridge.Status() {
 		state := map[mcpbridge.State]string{mcpbridge.StateReady: host.StateOK, mcpbridge.StateFailed: host.StateError,
 			mcpbridge.StateRestarting: host.StateWarning, mcpbridge.StateStarting: host.StateWarning}[s.State]
@@ -68,7 +71,7 @@ func (s *stack) close() error {
 type hostDeps struct {
 	cfg        *config.Config
 	sc         *serveConfig
-	gw         *gateway.Gateway // nil when GATEWAY_BASE_URL names another gateway
+	gw         *gateway.Switch // nil when GATEWAY_BASE_URL names another gateway
 	gatewayURL string
 	ledger     *usage.Store
 	log        *slog.Logger
@@ -161,7 +164,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
-			info := systemInfo(ctx, d.gatewayURL, bridge)
+			info := systemInfo(ctx, d.gatewayURL, sc.hostTier, bridge)
+			applySourceStates(&info, sourceStates(d.cfg))
 			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
 			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
 			bg.extend(ctx, &info)
@@ -180,6 +184,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	})
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
+	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 
 	capabilities, err := watch.NewRegistry(writeCapabilities()...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -171,6 +172,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		return err
 	}
 	log := env.Log
+	sources := sourceStates(cfg) // read before anything starts: what the user has set up
 	var servers []*http.Server
 	st := &stack{}
 	defer func() {
@@ -193,15 +195,19 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	}
 	st.push(ledger.Close)
 
-	var gw *gateway.Gateway
+	var gw *gateway.Switch
 	if gwLn != nil {
-		gw, err = newGateway(sc, ledger, log)
+		g, err := newGateway(sc, sc.lookup, ledger, log)
 		if err != nil {
 			closeListeners()
 			return err
 		}
+		gw = gateway.NewSwitch(g)
 		servers = append(servers, &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
-		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(gw.Models(), ","))
+		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(g.Models(), ","))
+		if rd := g.Ready(sc.hostTier); !rd.Ready && hostLn != nil {
+			printNoModel(env.Stderr, rd, sc, "http://"+hostLn.Addr().String())
+		}
 	}
 	if hostLn != nil {
 		gatewayURL := sc.gatewayBaseURL
@@ -215,6 +221,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		}
 		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
 		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
+		printNextSteps(env.Stdout, "http://"+hostLn.Addr().String(), sc.home, sources)
 	}
 
 	listeners := []net.Listener{}
@@ -256,7 +263,9 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	return runErr
 }
 
-func newGateway(sc *serveConfig, ledger gateway.Ledger, log *slog.Logger) (*gateway.Gateway, error) {
+// newGateway builds the gateway from GATEWAY_CONFIG, resolving provider keys
+// with lookup.
+func newGateway(sc *serveConfig, lookup func(string) (string, bool), ledger gateway.Ledger, log *slog.Logger) (*gateway.Gateway, error) {
 	gcfg, found, err := gateway.LoadConfig(sc.gatewayConfig)
 	if err != nil {
 		return nil, err
@@ -265,7 +274,30 @@ func newGateway(sc *serveConfig, ledger gateway.Ledger, log *slog.Logger) (*gate
 		log.Info("no gateway config; using built-in defaults (tier-1 and local-embed on Ollama, tier-2…6 on DeepSeek)", "path", sc.gatewayConfig)
 	}
 	return gateway.New(gateway.Options{
-		Config: gcfg, LookupEnv: sc.lookup, APIKey: sc.gatewayKey,
+		Config: gcfg, LookupEnv: lookup, APIKey: sc.gatewayKey,
 		RequestTimeout: sc.requestTimeout, Ledger: ledger, Logger: log,
 	})
+}
+
+// printNoModel tells, in one block, that chats cannot work yet and how to
+// fix it.
+func printNoModel(w io.Writer, rd gateway.Readiness, sc *serveConfig, hostURL string) {
+	fmt.Fprintf(w, `
+  No usable chat model.
+    %s.
+  Fix it in one of these ways:
+    - open %s and fill in the first-run screen (any OpenAI-compatible provider), or
+    - run: steward setup, or
+    - put the missing key in %s (for the built-in DeepSeek tiers: DEEPSEEK_API_KEY=sk-…)
+      and restart, or write %s yourself (see the README).
+
+`, sentence(strings.TrimPrefix(rd.Problem, "no usable chat model: ")), hostURL, filepath.Join(sc.home, config.EnvFileName), sc.gatewayConfig)
+}
+
+// sentence capitalises s's first letter.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -118,7 +118,7 @@ func runWikiBackground(ctx context.Context, svc *wiki.Service, ws *wikiSettings,
 // the host under /wiki/api/ (host token, for the web app) and served on
 // LLM_WIKI_API_BASE_URL (LLM_WIKI_API_TOKEN, for other clients). A wiki
 // that cannot open is logged and leaves the rest of Steward running.
-func startWiki(ctx context.Context, env *cliEnv, sc *serveConfig, gw *gateway.Gateway, gatewayURL string, h *host.Host, st *stack) {
+func startWiki(ctx context.Context, env *cliEnv, sc *serveConfig, gw *gateway.Switch, gatewayURL string, h *host.Host, st *stack) {
 	log := env.Log.With("component", "wiki")
 	key := sc.gatewayKey
 	if key == "" {

@@ -66,9 +66,23 @@ func (e *cliEnv) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// STEWARD_LOG_LEVEL may come from config.env, read only now.
+	if v, ok := cfg.Lookup("STEWARD_LOG_LEVEL"); ok {
+		l, err := parseLevel(v)
+		if err != nil {
+			return nil, err
+		}
+		e.Log = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: l}))
+	}
 	cfg.LogWarnings(e.Log)
 	e.cfg = cfg
 	return cfg, nil
+}
+
+// reloadConfig reads STEWARD_HOME/config.env again (after set-up wrote it)
+// without replacing the configuration the running commands hold.
+func (e *cliEnv) reloadConfig() (*config.Config, error) {
+	return config.Load(e.loadOpts)
 }
 
 func main() {
@@ -83,7 +97,12 @@ func run(ctx context.Context, args []string, env *cliEnv) int {
 	if env.Log == nil {
 		env.Log = newLogger(env.Stderr, os.Getenv("STEWARD_LOG_LEVEL"))
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		// Like saivage: a bare `steward` is a usage error, said once.
+		printHelp(env.Stderr)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
 				return runCommand(ctx, c, env, []string{"--help"})
@@ -167,6 +186,19 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// parseLevel reads a STEWARD_LOG_LEVEL value.
+func parseLevel(v string) (slog.Level, error) {
+	var l slog.Level
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "debug", "info", "warn", "error":
+		l.UnmarshalText([]byte(strings.TrimSpace(v)))
+		return l, nil
+	case "":
+		return slog.LevelInfo, nil
+	}
+	return l, fmt.Errorf("STEWARD_LOG_LEVEL: %q is not a log level (use debug, info, warn or error)", v)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -195,9 +197,16 @@ func ProbeHTTP(ctx context.Context, client *http.Client, name, url string) Servi
 		}
 		return ServiceStatus{Name: name, State: StateError, Detail: "unreachable at " + url}
 	}
-	res.Body.Close()
+	defer res.Body.Close()
 	if res.StatusCode/100 != 2 {
 		return ServiceStatus{Name: name, State: StateError, Detail: fmt.Sprintf("%s answered %s", url, res.Status)}
+	}
+	// A service that is up but not useful says so with a "warning" field.
+	var body struct {
+		Warning string `json:"warning"`
+	}
+	if json.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&body) == nil && body.Warning != "" {
+		return ServiceStatus{Name: name, State: StateWarning, Detail: body.Warning}
 	}
 	return ServiceStatus{Name: name, State: StateOK, Detail: url}
 }

@@ -58,6 +58,7 @@ type harness struct {
 	audit    *audit.Ledger
 	pol      *policy.Policy
 	gw       *gateway.Gateway
+	sw       *gateway.Switch // what gwSrv serves: h.gw unless a test swaps it
 	push     *push.Service
 	journal  *writeops.Store
 	pushSrv  *httptest.Server // the push service every subscription's endpoint reaches
@@ -112,7 +113,8 @@ func newHarness(t *testing.T) *harness {
 	if h.gw, err = gateway.New(gateway.Options{Config: cfg, Ledger: h.ledger}); err != nil {
 		t.Fatal(err)
 	}
-	h.gwSrv = httptest.NewServer(h.gw.Handler())
+	h.sw = gateway.NewSwitch(h.gw)
+	h.gwSrv = httptest.NewServer(h.sw.Handler())
 	// Every push endpoint (whatever its host) reaches this loopback push
 	// service, which accepts the message.
 	h.pushSrv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

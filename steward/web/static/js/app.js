@@ -16,6 +16,7 @@ class App {
     this.view = null; // ChatView when a chat is shown
     this.page = null; // the route's page element
     this.ready = false;
+    this.needsSetup = false; // GET /setup said no chat model is usable
     this.repaired = false; // re-paired once after the host refused the token
     this.main = $('#main');
     this.list = $('#chat-list');
@@ -98,6 +99,14 @@ class App {
     performance.mark('steward-ready');
     document.documentElement.dataset.ready = '1';
     this.setupPush();
+    import('./setup.js').then(async (m) => {
+      const s = await m.status();
+      if (s && !s.status.ready) {
+        this.needsSetup = true;
+        const r = document.body.dataset.route;
+        if (r === 'chats' || r === 'chat' || r === 'new') this.route();
+      }
+    });
     import('./background.js').then((m) => m.startBanner()); // the start-up search preparation
   }
 
@@ -245,6 +254,14 @@ class App {
       this.show(this.view.el);
       if (this.conn.status === 'open') this.openChat(this.view.chatId);
       this.renderChatList();
+      return;
+    }
+    // With no usable chat model, a chat would only fail: the first-run
+    // screen comes instead.
+    if (name === 'setup' || (this.needsSetup && (name === '' || name === 'new'))) {
+      const mod = await import('./setup.js');
+      document.body.dataset.route = 'setup';
+      this.show(mod.render(this));
       return;
     }
     if (name === 'usage' || name === 'audit' || name === 'system' || name === 'wiki') {
