@@ -45,6 +45,7 @@ func (s *Service) Watch(ctx context.Context, interval time.Duration, autoIngest 
 	pending := map[string]bool{}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
+	var firstPending time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -65,8 +66,14 @@ func (s *Service) Watch(ctx context.Context, interval time.Duration, autoIngest 
 				addTree(ev.Name)
 				continue
 			}
+			// Settle 100 ms after the last event, but never wait more than
+			// a second after the first: an editor saving continuously must
+			// not starve the index.
+			if len(pending) == 0 {
+				firstPending = time.Now()
+			}
 			pending[filepath.ToSlash(rel)] = true
-			debounce.Reset(100 * time.Millisecond)
+			debounce.Reset(min(100*time.Millisecond, time.Until(firstPending.Add(time.Second))))
 		case <-debounce.C:
 			var paths []string
 			for p := range pending {
