@@ -103,30 +103,6 @@ func getJSON(t *testing.T, url, token string, v any) {
 	}
 }
 
-// startServe runs serve in-process with children of this test binary and
-// returns the host's base URL and token.
-func startServe(t *testing.T, env *cliEnv, home string) (base, token string) {
-	t.Helper()
-	cfg, _ := env.Config()
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostLn, gwLn := loopback(t), loopback(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
-	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
-	return "http://" + hostLn.Addr().String(), strings.TrimSpace(string(tok))
-}
-
 func waitLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
@@ -181,7 +157,7 @@ func TestServeBackgroundPlane(t *testing.T) {
 		}
 	}
 
-	base, token := startServe(t, env, home)
+	base, token := runServe(t, env, home)
 	logPath := filepath.Join(home, "logs", "scheduler.jsonl")
 	ended := func(job, result string, n int) bool {
 		recs, _ := scheduler.ReadRecords(logPath)

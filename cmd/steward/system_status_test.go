@@ -123,7 +123,7 @@ func TestSystemStatusTellsTheTruth(t *testing.T) {
 	env, _, _ := testEnv(t, vars)
 	home := vars["STEWARD_HOME"]
 	writeGatewayConfig(t, home, up.URL)
-	base, token := startServe(t, env, home)
+	base, token := runServe(t, env, home)
 	var snap systemSnapshot
 	get := func() systemSnapshot {
 		var s systemSnapshot
