@@ -209,7 +209,9 @@ func withMailWriter(ctx context.Context, env *cliEnv, actor string, fn func(j *j
 	return withJournal(ctx, env, actor, func(j *journal) error {
 		w, err := openMailWriter(ctx, env, j)
 		if err != nil {
-			return err
+			// Without mail accounts the scheduled jobs have nothing to do:
+			// the scheduler reports them "skipped: not configured".
+			return asNotConfigured(err, mail.ErrNoConfig)
 		}
 		defer w.close()
 		return fn(j, w)
