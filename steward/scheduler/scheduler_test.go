@@ -314,4 +314,15 @@ func TestSettingsTableListsEveryJob(t *testing.T) {
 			t.Errorf("%s: settings table has %+v, want default %d", name, v, int(j.Interval/time.Minute))
 		}
 	}
+	// And the other way: every SCHED_*_MIN the table lists is a job's (read
+	// by name through SettingName, so no literal use of it exists).
+	read := map[string]bool{}
+	for _, j := range DefaultJobs() {
+		read[SettingName(j.Name, "MIN")] = true
+	}
+	for _, v := range config.Vars {
+		if strings.HasPrefix(v.Name, "SCHED_") && strings.HasSuffix(v.Name, "_MIN") && !strings.Contains(v.Name, "<JOB>") && !read[v.Name] {
+			t.Errorf("%s is listed but no job reads it", v.Name)
+		}
+	}
 }
