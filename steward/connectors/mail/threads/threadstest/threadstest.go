@@ -37,9 +37,9 @@ type Options struct {
 type Mirror struct {
 	// DBPath and BlobDir are the mirror's files; Root is the Maildir.
 	DBPath, BlobDir, Root string
-	Account              mail.Account
-	md                   *archive.Maildir
-	store                *mirror.Store
+	Account               mail.Account
+	md                    *archive.Maildir
+	store                 *mirror.Store
 }
 
 // New creates an empty Maildir and opens its mirror; the mirror is closed
