@@ -23,6 +23,7 @@ import (
 	"github.com/agentstack/agentstack/steward/modelsetup"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
+	"github.com/agentstack/agentstack/steward/speech"
 	"github.com/agentstack/agentstack/steward/searchprep"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/watch"
@@ -184,6 +185,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	})
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
+	speech.Mount(h.Handle, speechRoute(d.cfg, log))
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 

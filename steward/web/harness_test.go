@@ -383,6 +383,9 @@ func newBrowser(t *testing.T, width, height int64, mobile bool) *browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-first-run", true),
+		// A synthetic microphone (a beep) granted without a prompt, for dictation.
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	ctx, cancel := chromedp.NewContext(actx)
