@@ -160,7 +160,13 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		rates = d.gw.Rates
 	}
 	var bg *background // started once the host exists; read by the System page
+	dictation := speechRoute(d.cfg, log)
+	var transcriber host.Transcriber
+	if dictation.Transcriber != nil {
+		transcriber = dictation.Transcriber
+	}
 	h := host.New(host.Options{
+		Transcriber: transcriber,
 		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
@@ -185,7 +191,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	})
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
-	speech.Mount(h.Handle, speechRoute(d.cfg, log))
+	speech.Mount(h.Handle, dictation)
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 

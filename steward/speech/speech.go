@@ -83,6 +83,8 @@ func New(opts Options) (*Transcriber, error) {
 	}
 	if opts.FFmpeg == "" {
 		opts.FFmpeg, _ = exec.LookPath("ffmpeg")
+	} else if opts.FFmpeg, err = exec.LookPath(opts.FFmpeg); err != nil {
+		return nil, fmt.Errorf("STEWARD_FFMPEG %q is not an executable program: %w", opts.FFmpeg, err)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
@@ -248,4 +250,17 @@ func lastLine(s string, err error) string {
 		l = l[:300] + "…"
 	}
 	return l
+}
+
+// HTTPStatus is the status an HTTP route answers the error with.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+// TranscribeText is Transcribe for callers that need only the text (the
+// host's quick send).
+func (t *Transcriber) TranscribeText(ctx context.Context, audio []byte, contentType string) (string, error) {
+	res, err := t.Transcribe(ctx, audio, contentType)
+	if err != nil {
+		return "", err
+	}
+	return res.Text, nil
 }

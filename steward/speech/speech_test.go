@@ -237,6 +237,7 @@ func TestNewNamesTheSetting(t *testing.T) {
 		{speech.Options{}, "STEWARD_WHISPER_BIN"},
 		{speech.Options{Bin: "/nonexistent/whisper-cli", Model: "/etc/hostname"}, "STEWARD_WHISPER_BIN \"/nonexistent/whisper-cli\""},
 		{speech.Options{Bin: "/bin/sh", Model: "/nonexistent/model.bin"}, "STEWARD_WHISPER_MODEL"},
+		{speech.Options{Bin: "/bin/sh", Model: "/etc/hostname", FFmpeg: "/nonexistent/ffmpeg"}, "STEWARD_FFMPEG"},
 	} {
 		if _, err := speech.New(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.opts, err, c.want)
