@@ -93,7 +93,15 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	// Built-in rules bind to the connectors registered in this binary (the
 	// same list connectorServers starts and keeps user servers from taking).
-	pol, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
+	voiceServer, voiceOff, err := voiceSettings(d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	policyConnectors := mcpNames()
+	if voiceServer != nil {
+		policyConnectors = append(policyConnectors, voiceServerName)
+	}
+	pol, err := policy.New(policy.Options{User: rules, Connectors: policyConnectors})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +131,14 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	connectors, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
 	if err != nil {
 		return nil, err
+	}
+	if voiceServer != nil {
+		for _, s := range connectors {
+			if s.Name == voiceServerName {
+				return nil, fmt.Errorf("mcp.json: server %q has the name the voice transport uses while STEWARD_VOICE_TRANSPORT is set; rename it", s.Name)
+			}
+		}
+		connectors = append(connectors, *voiceServer)
 	}
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
@@ -192,6 +208,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
 	speech.Mount(h.Handle, dictation)
+	startVoice(d.cfg, h, bridge, auditor, voiceServer != nil, voiceOff, st)
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 

@@ -57,6 +57,8 @@ var BuiltinAllow = []string{
 	"mcp__wiki__wiki_graph", "mcp__wiki__wiki_lint", "mcp__wiki__wiki_status",
 	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
 	"mcp__actions__list_actions", "mcp__actions__read_action",
+	// the voice channel's own call tools (its writes still ask, by voice)
+	"mcp__voice__call_start", "mcp__voice__call_status", "mcp__voice__call_end", "mcp__voice__converse",
 	// host tools
 	"ask_user",
 }

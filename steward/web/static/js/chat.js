@@ -167,6 +167,7 @@ export class ChatView {
         break;
       }
       case 'error': this.log.append(this.errorLine(d)); break;
+      case 'control': this.log.append(h('div', { class: 'control-note', role: 'note' }, 'Steward started this call on its own; the words below are the conversation.')); break;
       default: break;
     }
   }
