@@ -208,6 +208,9 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
 	speech.Mount(h.Handle, dictation)
+	voiceStore := &speech.SettingsStore{Path: d.cfg.Path("STEWARD_VOICE_SETTINGS_FILE", filepath.Join(sc.home, "voice-settings.json"))}
+	speech.MountSettings(h.Handle, &speech.SettingsRoute{Store: voiceStore, Synth: &speech.Synthesizer{}})
+	voiceSettingsTools := speech.Tools(voiceStore, d.cfg.Path("STEWARD_VOICE_CALL_SETTINGS_FILE", filepath.Join(sc.home, "voice-call-settings.json")))
 	startVoice(d.cfg, h, bridge, auditor, voiceServer != nil, voiceOff, st)
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
@@ -243,7 +246,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		engine.Close()
 		return nil, err
 	}
-	engineTools = engine.Tools(host.ChatIDFrom)
+	engineTools = append(engine.Tools(host.ChatIDFrom), voiceSettingsTools...)
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

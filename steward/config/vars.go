@@ -73,6 +73,8 @@ var Vars = []Var{
 	{Name: "STEWARD_RINGBACK_LAUNCHER", Purpose: "The program that starts the Ringback MCP server on stdio (docs/voice.md)."},
 	{Name: "STEWARD_VOICE_OPENING_LINE", Purpose: "First sentence spoken when a call starts (default per language)."},
 	{Name: "STEWARD_VOICE_PREFLIGHT_TIMEOUT_MS", Default: "10000", Purpose: "Bound on the voice server's start, tool listing and status check (at least 1000)."},
+	{Name: "STEWARD_VOICE_SETTINGS_FILE", Default: "$STEWARD_HOME/voice-settings.json", Purpose: "Default speech rate and voice per language (managed from the System page)."},
+	{Name: "STEWARD_VOICE_CALL_SETTINGS_FILE", Default: "$STEWARD_HOME/voice-call-settings.json", Purpose: "The active call's speech rate (set_call_rate writes it; the voice server reads it)."},
 	{Name: "STEWARD_FFMPEG", Default: "ffmpeg from PATH", Purpose: "ffmpeg converting WebM/Ogg/MP4 recordings for whisper.cpp; without it only 16 kHz WAV is accepted."},
 	{Name: "VIAGGIATRENO_BASE_URL", Purpose: "ViaggiaTreno endpoint override."},
 	{Name: "STEWARD_WIKI_DIR", Default: "$STEWARD_HOME/wiki", Purpose: "The wiki vault (Markdown pages; any Obsidian vault works)."},
