@@ -75,6 +75,8 @@ var Vars = []Var{
 	{Name: "STEWARD_VOICE_PREFLIGHT_TIMEOUT_MS", Default: "10000", Purpose: "Bound on the voice server's start, tool listing and status check (at least 1000)."},
 	{Name: "STEWARD_VOICE_SETTINGS_FILE", Default: "$STEWARD_HOME/voice-settings.json", Purpose: "Default speech rate and voice per language (managed from the System page)."},
 	{Name: "STEWARD_VOICE_CALL_SETTINGS_FILE", Default: "$STEWARD_HOME/voice-call-settings.json", Purpose: "The active call's speech rate (set_call_rate writes it; the voice server reads it)."},
+	{Name: "STEWARD_VOICE_EXIT_NODE_ID", Purpose: "Stable Tailscale peer ID of the exit node a call may route through once when the phone network is unreachable; unset disables the fallback."},
+	{Name: "STEWARD_VOICE_NETWORK_SETTINGS_FILE", Default: "$STEWARD_HOME/voice-network.json", Purpose: "The call-network fallback's state; its recovery journal sits beside it (.journal)."},
 	{Name: "STEWARD_FFMPEG", Default: "ffmpeg from PATH", Purpose: "ffmpeg converting WebM/Ogg/MP4 recordings for whisper.cpp; without it only 16 kHz WAV is accepted."},
 	{Name: "VIAGGIATRENO_BASE_URL", Purpose: "ViaggiaTreno endpoint override."},
 	{Name: "STEWARD_WIKI_DIR", Default: "$STEWARD_HOME/wiki", Purpose: "The wiki vault (Markdown pages; any Obsidian vault works)."},

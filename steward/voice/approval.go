@@ -31,6 +31,7 @@ type words struct {
 	approve, reject, repeat string
 	title, opening          string
 	control, recovery       string
+	redial                  string
 	prompt, retry           string
 }
 
@@ -45,6 +46,8 @@ var vocab = map[string]words{
 		recovery: "[Host control turn: voice call recovery] The previous call was interrupted. Call the user again with %s " +
 			"and ask what they last heard; do not assume your last reply arrived, and never repeat an action or an approval " +
 			"without asking again. Continue through %s and end with %s.",
+		redial: "[Host control turn: voice call retry] The call did not reach the phone network; nothing was said yet. " +
+			"Call the user again with %s, continue through %s and end with %s.",
 		prompt: "Approval needed. Steward wants to run %s with %s. Say approve, reject or repeat.",
 		retry:  "Please say only approve, reject or repeat.",
 	},
@@ -57,6 +60,8 @@ var vocab = map[string]words{
 		recovery: "[Turno di controllo dell'host: ripresa della chiamata] La chiamata precedente si è interrotta. Richiama " +
 			"l'utente con %s e chiedi che cosa ha sentito per ultimo; non ripetere azioni o approvazioni senza chiedere di " +
 			"nuovo. Continua con %s e chiudi con %s.",
+		redial: "[Turno di controllo dell'host: nuovo tentativo] La chiamata non ha raggiunto la rete telefonica; non è stato " +
+			"detto ancora nulla. Richiama l'utente con %s, continua con %s e chiudi con %s.",
 		prompt: "Serve un'approvazione. Steward vuole eseguire %s con %s. Di' approva, rifiuta o ripeti.",
 		retry:  "Di' soltanto approva, rifiuta o ripeti.",
 	},

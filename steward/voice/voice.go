@@ -75,6 +75,17 @@ type Runner interface {
 	Respond(r protocol.ApprovalRespond) error
 }
 
+// Network is the call-scoped network fallback (a Tailscale exit node,
+// steward/voice/exitnode): held for one retried dial, then released.
+type Network interface {
+	Acquire(ctx context.Context) (NetworkLease, error)
+}
+
+// NetworkLease restores the previous route when released.
+type NetworkLease interface {
+	Release(ctx context.Context) error
+}
+
 // Auditor records voice events (voice.call, voice.approval).
 type Auditor interface {
 	AuditVoice(ctx context.Context, typ, chatID, summary string, payload map[string]any)
@@ -85,6 +96,9 @@ type Options struct {
 	Transport Transport
 	Runner    Runner
 	Audit     Auditor
+	// Network, when set, gives a dial that failed with network_error before
+	// the phone answered one retry through another route.
+	Network Network
 	// OpeningLine is STEWARD_VOICE_OPENING_LINE, the default first sentence.
 	OpeningLine string
 	// Language is en or it: the approval vocabulary and prompts.
@@ -316,12 +330,28 @@ func (c *Coordinator) run(chatID, control string, recovery bool) {
 	st.ChatID, st.Recovery = chatID, recovery
 	c.audit("voice.call", chatID, "call ended: "+st.Outcome, map[string]any{"outcome": st.Outcome, "error": st.Error,
 		"durationMs": st.DurationMs, "recovery": recovery})
+	if st.Outcome == OutcomeNetworkError && !st.connected && !recovery && c.opts.Network != nil && c.ctx.Err() == nil {
+		// Nothing was heard yet: one retry of the dial through the
+		// fallback route, in the same chat, the route restored after.
+		lease, err := c.opts.Network.Acquire(c.ctx)
+		if err != nil {
+			st.Error = strings.TrimSpace(st.Error + "; network fallback unavailable: " + err.Error())
+			c.audit("voice.network", chatID, "network fallback unavailable", map[string]any{"error": err.Error()})
+			c.finish(st.Status)
+			return
+		}
+		c.audit("voice.network", chatID, "retrying the dial through the fallback route", nil)
+		c.setRetrying(chatID, st.Outcome)
+		c.run(chatID, fmt.Sprintf(vocab[c.opts.Language].redial, ToolCallStart, ToolConverse, ToolCallEnd), true)
+		if err := lease.Release(context.WithoutCancel(c.ctx)); err != nil {
+			c.log.Error("the previous network route was not restored after the call", "err", err)
+			c.audit("voice.network", chatID, "route not restored", map[string]any{"error": err.Error()})
+		}
+		return
+	}
 	if st.Outcome == OutcomeMediaInterrupted && st.connected && !recovery && c.ctx.Err() == nil {
 		// One replacement call in the same chat, asking where the user was.
-		c.mu.Lock()
-		c.state = Status{Active: true, Phase: PhaseStarting, ChatID: chatID, StartedAt: c.opts.Now(), Recovery: true,
-			Outcome: st.Outcome}
-		c.mu.Unlock()
+		c.setRetrying(chatID, st.Outcome)
 		select {
 		case <-time.After(c.opts.RecoveryDelay):
 		case <-c.ctx.Done():
@@ -332,6 +362,13 @@ func (c *Coordinator) run(chatID, control string, recovery bool) {
 		return
 	}
 	c.finish(st.Status)
+}
+
+// setRetrying marks the call live again for its one retry.
+func (c *Coordinator) setRetrying(chatID, previous string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state = Status{Active: true, Phase: PhaseStarting, ChatID: chatID, StartedAt: c.opts.Now(), Recovery: true, Outcome: previous}
 }
 
 func (c *Coordinator) finish(st Status) {

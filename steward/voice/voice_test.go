@@ -100,7 +100,27 @@ func (a *auditLog) find(prefix string) []string {
 	return out
 }
 
-func newEnv(t *testing.T, script ringbacktest.Script) *env {
+// fakeNetwork counts leases of the fallback route.
+type fakeNetwork struct {
+	mu                 sync.Mutex
+	acquired, released int
+}
+
+func (n *fakeNetwork) Acquire(ctx context.Context) (voice.NetworkLease, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.acquired++
+	return n, nil
+}
+
+func (n *fakeNetwork) Release(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.released++
+	return nil
+}
+
+func newEnv(t *testing.T, script ringbacktest.Script, network ...voice.Network) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, provider: llmtest.NewServer(t), log: filepath.Join(dir, "calls.jsonl"), send: &sendTool{}, audits: &auditLog{}}
@@ -128,10 +148,14 @@ func newEnv(t *testing.T, script ringbacktest.Script) *env {
 		Policy: pol, ApprovalTimeout: time.Minute, SystemPrompt: "test prompt",
 	}})
 	t.Cleanup(e.host.Close)
-	e.coord = voice.New(voice.Options{
+	opts := voice.Options{
 		Transport: voice.MCPTransport{Session: func(ctx context.Context) (*mcp.ClientSession, error) { return bridge.Session(ctx, "voice") }},
 		Runner:    e.host, Audit: e.audits, RecoveryDelay: 50 * time.Millisecond,
-	})
+	}
+	if len(network) > 0 {
+		opts.Network = network[0]
+	}
+	e.coord = voice.New(opts)
 	t.Cleanup(e.coord.Close)
 	voice.Mount(e.host.Handle, e.coord)
 	e.srv = httptest.NewServer(e.host.Handler())
@@ -378,5 +402,36 @@ func TestParseCommandIsExact(t *testing.T) {
 		if got := voice.ParseCommand(c.lang, c.text); got != c.want {
 			t.Errorf("ParseCommand(%s, %q) = %v, want %v", c.lang, c.text, got, c.want)
 		}
+	}
+}
+
+// A dial that fails with network_error before the phone answers is retried
+// once through the fallback route, in the same chat; the route is released.
+func TestNetworkErrorRetriesOnceThroughFallbackRoute(t *testing.T) {
+	net := &fakeNetwork{}
+	e := newEnv(t, ringbacktest.Script{Calls: []ringbacktest.Call{
+		{Outcome: voice.OutcomeNetworkError},
+		{Heard: []string{"hello"}},
+	}}, net)
+	e.provider.Enqueue("tier-5",
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c1", "mcp__voice__call_start", `{"openingLine":"Hi"}`)}},
+		llmtest.Reply{Content: "The network failed."},
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c2", "mcp__voice__call_start", `{"openingLine":"Hi again"}`)}},
+		llmtest.Reply{ToolCalls: []llm.ToolCall{call("c3", "mcp__voice__call_end", `{}`)}},
+		llmtest.Reply{Content: "Done."})
+	if code, out := e.post("/quick-call", `{}`); code != 202 {
+		t.Fatalf("quick-call = %d %v", code, out)
+	}
+	st := e.waitIdle()
+	if len(e.dials()) != 2 || st.Outcome != voice.OutcomeCompleted || !st.Recovery {
+		t.Fatalf("%d dials, status %+v", len(e.dials()), st)
+	}
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	if net.acquired != 1 || net.released != 1 {
+		t.Fatalf("leases acquired %d, released %d", net.acquired, net.released)
+	}
+	if !strings.Contains(fmt.Sprint(e.provider.Requests()[2].Body["messages"]), "did not reach the phone network") {
+		t.Fatalf("the retry's control turn does not say what happened: %d requests; %v", len(e.provider.Requests()), e.provider.Requests()[2].Body["messages"])
 	}
 }
