@@ -211,7 +211,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	voiceStore := &speech.SettingsStore{Path: d.cfg.Path("STEWARD_VOICE_SETTINGS_FILE", filepath.Join(sc.home, "voice-settings.json"))}
 	speech.MountSettings(h.Handle, &speech.SettingsRoute{Store: voiceStore, Synth: &speech.Synthesizer{}})
 	voiceSettingsTools := speech.Tools(voiceStore, d.cfg.Path("STEWARD_VOICE_CALL_SETTINGS_FILE", filepath.Join(sc.home, "voice-call-settings.json")))
-	startVoice(d.cfg, h, bridge, auditor, voiceServer != nil, voiceOff, st, log)
+	startVoice(d.cfg, h, bridge, auditor, d.ledger, voiceServer != nil, voiceOff, st, log)
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 

@@ -74,7 +74,7 @@ func (v voiceAuditor) AuditVoice(ctx context.Context, typ, chatID, summary strin
 
 // startVoice mounts the call routes: a coordinator over the bridge's voice
 // server, or routes that say why calls are off.
-func startVoice(cfg *config.Config, h *host.Host, bridge *mcpbridge.Bridge, auditor host.Auditor, configured bool, unavailable string, st *stack, log *slog.Logger) {
+func startVoice(cfg *config.Config, h *host.Host, bridge *mcpbridge.Bridge, auditor host.Auditor, usageRec voice.UsageRecorder, configured bool, unavailable string, st *stack, log *slog.Logger) {
 	if !configured {
 		voice.MountUnavailable(h.Handle, unavailable)
 		return
@@ -95,7 +95,7 @@ func startVoice(cfg *config.Config, h *host.Host, bridge *mcpbridge.Bridge, audi
 		network = exitNodes{m}
 	}
 	c := voice.New(voice.Options{
-		Network: network,
+		Network: network, Usage: usageRec,
 		Transport: voice.MCPTransport{Session: func(ctx context.Context) (*mcp.ClientSession, error) {
 			return bridge.Session(ctx, voiceServerName)
 		}},

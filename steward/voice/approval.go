@@ -157,6 +157,7 @@ func (c *Coordinator) askApproval(ctx context.Context, req protocol.ApprovalRequ
 	}
 	// The agent's turn resumes with the outcome and speaks next itself.
 	err := c.opts.Runner.Respond(protocol.ApprovalRespond{ApprovalID: req.ApprovalID, Decision: decision, Note: why})
+	c.recordUsage(req.ChatID, "voice.approval", time.Since(start), err == nil, why)
 	c.audit("voice.approval", req.ChatID, why, map[string]any{"approvalId": req.ApprovalID, "tool": req.Tool, "prompt": prompt,
 		"repeats": repeats, "ambiguous": ambiguous, "decision": decision, "ms": time.Since(start).Milliseconds(),
 		"resolveError": errText(err)})

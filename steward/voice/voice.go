@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/usage"
 )
 
 // Phases of a call, as /voice/status reports them.
@@ -86,6 +87,12 @@ type NetworkLease interface {
 	Release(ctx context.Context) error
 }
 
+// UsageRecorder receives one row per spoken approval (voice.approval) and
+// per call (voice.call) for the Usage page's voice section.
+type UsageRecorder interface {
+	RecordTool(ctx context.Context, c usage.ToolCall)
+}
+
 // Auditor records voice events (voice.call, voice.approval).
 type Auditor interface {
 	AuditVoice(ctx context.Context, typ, chatID, summary string, payload map[string]any)
@@ -96,6 +103,7 @@ type Options struct {
 	Transport Transport
 	Runner    Runner
 	Audit     Auditor
+	Usage     UsageRecorder
 	// Network, when set, gives a dial that failed with network_error before
 	// the phone answered one retry through another route.
 	Network Network
@@ -330,6 +338,7 @@ func (c *Coordinator) run(chatID, control string, recovery bool) {
 	st.ChatID, st.Recovery = chatID, recovery
 	c.audit("voice.call", chatID, "call ended: "+st.Outcome, map[string]any{"outcome": st.Outcome, "error": st.Error,
 		"durationMs": st.DurationMs, "recovery": recovery})
+	c.recordUsage(chatID, "voice.call", time.Duration(st.DurationMs)*time.Millisecond, st.Outcome == OutcomeCompleted, st.Outcome)
 	if st.Outcome == OutcomeNetworkError && !st.connected && !recovery && c.opts.Network != nil && c.ctx.Err() == nil {
 		// Nothing was heard yet: one retry of the dial through the
 		// fallback route, in the same chat, the route restored after.
@@ -362,6 +371,17 @@ func (c *Coordinator) run(chatID, control string, recovery bool) {
 		return
 	}
 	c.finish(st.Status)
+}
+
+func (c *Coordinator) recordUsage(chatID, tool string, d time.Duration, ok bool, errText string) {
+	if c.opts.Usage == nil {
+		return
+	}
+	if ok {
+		errText = ""
+	}
+	c.opts.Usage.RecordTool(context.WithoutCancel(c.ctx), usage.ToolCall{Time: c.opts.Now().Add(-d), Service: "host", Action: "voice-call",
+		ChatID: chatID, Tool: tool, Duration: d, OK: ok, Error: errText})
 }
 
 // setRetrying marks the call live again for its one retry.

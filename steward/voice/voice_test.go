@@ -21,6 +21,7 @@ import (
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/voice"
 	"github.com/agentstack/agentstack/steward/voice/ringbacktest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,6 +80,13 @@ type env struct {
 type auditLog struct {
 	mu     sync.Mutex
 	events []string
+	usage  []usage.ToolCall
+}
+
+func (a *auditLog) RecordTool(ctx context.Context, c usage.ToolCall) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.usage = append(a.usage, c)
 }
 
 func (a *auditLog) AuditVoice(ctx context.Context, typ, chatID, summary string, payload map[string]any) {
@@ -150,7 +158,7 @@ func newEnv(t *testing.T, script ringbacktest.Script, network ...voice.Network) 
 	t.Cleanup(e.host.Close)
 	opts := voice.Options{
 		Transport: voice.MCPTransport{Session: func(ctx context.Context) (*mcp.ClientSession, error) { return bridge.Session(ctx, "voice") }},
-		Runner:    e.host, Audit: e.audits, RecoveryDelay: 50 * time.Millisecond,
+		Runner:    e.host, Audit: e.audits, Usage: e.audits, RecoveryDelay: 50 * time.Millisecond,
 	}
 	if len(network) > 0 {
 		opts.Network = network[0]
@@ -305,6 +313,15 @@ func TestCallWithSpokenTurnsAndApprovals(t *testing.T) {
 	if len(decisions) != 3 || !strings.Contains(decisions[0], `"decision":"approve"`) ||
 		!strings.Contains(decisions[1], "no clear answer after one retry") || !strings.Contains(decisions[2], "rejected by voice") {
 		t.Fatalf("approval audit %q", decisions)
+	}
+	e.audits.mu.Lock()
+	var rows []string
+	for _, u := range e.audits.usage {
+		rows = append(rows, fmt.Sprintf("%s/%s %s ok=%v", u.Service, u.Action, u.Tool, u.OK))
+	}
+	e.audits.mu.Unlock()
+	if strings.Join(rows, ";") != "host/voice-call voice.approval ok=true;host/voice-call voice.approval ok=true;host/voice-call voice.approval ok=true;host/voice-call voice.call ok=true" {
+		t.Errorf("usage rows %q", rows)
 	}
 	// The transcript holds a control entry, not words the user did not say.
 	entries, _ := e.store.Transcript(context.Background(), chatID)
