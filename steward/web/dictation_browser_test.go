@@ -72,3 +72,43 @@ func TestBrowserDictation(t *testing.T) {
 	}
 	b.noExceptions()
 }
+
+// TestBrowserSpeechSettings sets the call voice and rate on the System page
+// and plays a preview Debian's espeak-ng rendered on the host.
+func TestBrowserSpeechSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test")
+	}
+	if _, err := exec.LookPath("espeak-ng"); err != nil {
+		t.Skip("espeak-ng is not installed (apt-get install espeak-ng): speech settings' browser test skipped")
+	}
+	b := newBrowser(t, 1280, 900, false)
+	h := newHarness(t)
+	b.do(chromedp.Navigate(h.url() + "#/system"))
+	b.wait(`document.querySelector('.speech-settings')?.dataset.loaded === '1'`)
+	if n := eval[int](b, `document.querySelectorAll('#speech-voice-it option').length`); n < 2 {
+		t.Fatalf("%d Italian voice options; espeak-ng has an Italian voice", n)
+	}
+	b.setValue("#speech-rate", "240")
+	b.do(chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('speech-voice-it'); s.value = s.options[1].value; })()`))
+	voice := eval[string](b, `document.getElementById('speech-voice-it').value`)
+	b.do(chromedp.Click(".speech-preview[data-lang='it']"))
+	b.wait(`Number(document.getElementById('speech-player').dataset.bytes || 0) > 1000`)
+	b.do(chromedp.Click(".speech-form button[type='submit']"))
+	b.wait(`document.querySelector('.speech-settings').dataset.saved === '1'`)
+	got, err := (&speech.SettingsStore{Path: filepath.Join(h.home, "voice-settings.json")}).Load()
+	if err != nil || got.Rate != 240 || got.Voices["it"] != voice || got.Voices["en"] != "" {
+		t.Fatalf("saved %+v %v (chose %q)", got, err, voice)
+	}
+	// Reloaded, the page shows what was saved.
+	b.do(chromedp.Reload())
+	b.wait(`document.querySelector('.speech-settings')?.dataset.loaded === '1'`)
+	if v := eval[string](b, `document.getElementById('speech-rate-value').textContent`); v != "240 words per minute" {
+		t.Errorf("after reload the rate reads %q", v)
+	}
+	if left, _ := filepath.Glob(filepath.Join(h.home, "steward-voice-preview-*")); len(left) != 0 {
+		t.Errorf("preview files left: %v", left)
+	}
+	b.shot("speech-settings-desktop")
+	b.noExceptions()
+}
