@@ -111,8 +111,10 @@ func (c *Coordinator) serveApprovals(ctx context.Context, chatID string) {
 		}
 		if time.Since(lastPhase) >= time.Second {
 			lastPhase = time.Now()
-			if text, isErr, err := c.opts.Transport.Call(ctx, ToolCallStatus, map[string]any{}); err == nil && !isErr {
-				if st := parseOutcome(text); st.Phase != "" {
+			if text, _, err := c.opts.Transport.Call(ctx, ToolCallStatus, map[string]any{}); err == nil {
+				st := parseOutcome(text)
+				c.latch(st)
+				if st.Phase != "" {
 					c.setPhase(st.Phase)
 				}
 			}

@@ -127,9 +127,12 @@ type Coordinator struct {
 	mu       sync.Mutex
 	state    Status
 	requests map[string]cachedRequest
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// latched is the first actionable failure seen during the current call:
+	// a later "NO ACTIVE CALL" or cleanup error never overwrites it.
+	latched *outcomeStatus
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 type cachedRequest struct {
@@ -328,10 +331,18 @@ func (c *Coordinator) run(chatID, control string, recovery bool) {
 		defer close(approvals)
 		c.serveApprovals(ctx, chatID)
 	}()
+	c.mu.Lock()
+	c.latched = nil
+	c.mu.Unlock()
 	res := c.opts.Runner.RunControlTurn(ctx, chatID, control)
 	cancel()
 	<-approvals
 	st := c.callOutcome(context.WithoutCancel(c.ctx))
+	c.mu.Lock()
+	if l := c.latched; l != nil && st.Outcome != l.Outcome {
+		st.Outcome, st.Error, st.connected = l.Outcome, l.Error, st.connected || l.connected
+	}
+	c.mu.Unlock()
 	if !res.OK && st.Outcome == "" {
 		st.Outcome, st.Error = "turn_failed", res.Error
 	}
@@ -402,6 +413,18 @@ func (c *Coordinator) finish(st Status) {
 		}
 	}
 	c.state = st
+}
+
+// latch keeps the first actionable failure the transport reported.
+func (c *Coordinator) latch(st outcomeStatus) {
+	if st.Outcome == "" || st.Outcome == OutcomeCompleted || st.Outcome == "unknown" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.latched == nil {
+		c.latched = &st
+	}
 }
 
 // setPhase records a phase the transport reported while the call is live.

@@ -21,6 +21,7 @@ import (
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
+	"github.com/agentstack/agentstack/steward/protocol"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/voice"
 	"github.com/agentstack/agentstack/steward/voice/ringbacktest"
@@ -450,5 +451,75 @@ func TestNetworkErrorRetriesOnceThroughFallbackRoute(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(e.provider.Requests()[2].Body["messages"]), "did not reach the phone network") {
 		t.Fatalf("the retry's control turn does not say what happened: %d requests; %v", len(e.provider.Requests()), e.provider.Requests()[2].Body["messages"])
+	}
+}
+
+// latchTransport reports a media failure while the call runs, then only a
+// cleanup error: the first actionable failure must win.
+type latchTransport struct {
+	mu      sync.Mutex
+	polls   int
+	seen    chan struct{}
+	running bool
+}
+
+func (l *latchTransport) Tools(ctx context.Context) ([]string, error) {
+	return []string{"call_start", "call_status", "call_end", "converse"}, nil
+}
+
+func (l *latchTransport) Call(ctx context.Context, tool string, args map[string]any) (string, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tool != voice.ToolCallStatus {
+		return "", false, nil
+	}
+	if !l.running {
+		if l.polls == 0 {
+			return `{"phase":"idle"}`, false, nil // preflight
+		}
+		return `[CALL FAILED] {"code":"server_error","sipStatus":500,"reason":"NO ACTIVE CALL"}`, true, nil
+	}
+	l.polls++
+	if l.polls == 1 {
+		close(l.seen)
+	}
+	return `[CALL FAILED] {"code":"media_stalled","connected":true}`, true, nil
+}
+
+// latchRunner is a host whose call turn lasts until the transport was polled.
+type latchRunner struct{ tr *latchTransport }
+
+func (r latchRunner) NewChat(ctx context.Context, title string) (string, error) { return "chat_1", nil }
+func (r latchRunner) RunControlTurn(ctx context.Context, chatID, text string) protocol.TurnResult {
+	r.tr.mu.Lock()
+	r.tr.running = true
+	r.tr.mu.Unlock()
+	<-r.tr.seen
+	r.tr.mu.Lock()
+	r.tr.running = false
+	r.tr.mu.Unlock()
+	return protocol.TurnResult{OK: true}
+}
+func (r latchRunner) PendingApprovals(string) []protocol.ApprovalRequest { return nil }
+func (r latchRunner) Respond(protocol.ApprovalRespond) error             { return nil }
+
+func TestFirstActionableFailureIsLatched(t *testing.T) {
+	tr := &latchTransport{seen: make(chan struct{})}
+	c := voice.New(voice.Options{Transport: tr, Runner: latchRunner{tr}})
+	defer c.Close()
+	if _, err := c.Start(context.Background(), voice.CallRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var st voice.Status
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st = c.Status(); !st.Active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never ended")
+		}
+	}
+	if st.Outcome != voice.OutcomeMediaStalled {
+		t.Fatalf("outcome %q (%s), want the latched media_stalled", st.Outcome, st.Error)
 	}
 }
