@@ -109,6 +109,7 @@ func TestBrowserSpeechSettings(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(h.home, "steward-voice-preview-*")); len(left) != 0 {
 		t.Errorf("preview files left: %v", left)
 	}
+	b.do(chromedp.Evaluate[chromedp.Void](`document.querySelector('.speech-settings').scrollIntoView()`))
 	b.shot("speech-settings-desktop")
 	b.noExceptions()
 }
