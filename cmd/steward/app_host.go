@@ -24,6 +24,7 @@ import (
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/searchprep"
+	"github.com/agentstack/agentstack/steward/speech"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
@@ -92,7 +93,15 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	// Built-in rules bind to the connectors registered in this binary (the
 	// same list connectorServers starts and keeps user servers from taking).
-	pol, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
+	voiceServer, voiceOff, err := voiceSettings(d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	policyConnectors := mcpNames()
+	if voiceServer != nil {
+		policyConnectors = append(policyConnectors, voiceServerName)
+	}
+	pol, err := policy.New(policy.Options{User: rules, Connectors: policyConnectors})
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +131,14 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	connectors, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
 	if err != nil {
 		return nil, err
+	}
+	if voiceServer != nil {
+		for _, s := range connectors {
+			if s.Name == voiceServerName {
+				return nil, fmt.Errorf("mcp.json: server %q has the name the voice transport uses while STEWARD_VOICE_TRANSPORT is set; rename it", s.Name)
+			}
+		}
+		connectors = append(connectors, *voiceServer)
 	}
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
@@ -159,8 +176,14 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		rates = d.gw.Rates
 	}
 	var bg *background // started once the host exists; read by the System page
+	dictation := speechRoute(d.cfg, log)
+	var transcriber host.Transcriber
+	if dictation.Transcriber != nil {
+		transcriber = dictation.Transcriber
+	}
 	h := host.New(host.Options{
-		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
+		Transcriber: transcriber,
+		Token:       token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
@@ -184,6 +207,11 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	})
 	st.push(func() error { h.Close(); return nil })
 	pushSvc.Mount(h.Handle)
+	speech.Mount(h.Handle, dictation)
+	voiceStore := &speech.SettingsStore{Path: d.cfg.Path("STEWARD_VOICE_SETTINGS_FILE", filepath.Join(sc.home, "voice-settings.json"))}
+	speech.MountSettings(h.Handle, &speech.SettingsRoute{Store: voiceStore, Synth: &speech.Synthesizer{}})
+	voiceSettingsTools := speech.Tools(voiceStore, d.cfg.Path("STEWARD_VOICE_CALL_SETTINGS_FILE", filepath.Join(sc.home, "voice-call-settings.json")))
+	startVoice(d.cfg, h, bridge, auditor, d.ledger, voiceServer != nil, voiceOff, st, log)
 	modelsetup.Mount(h.Handle, setupOptions(env, d))
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 
@@ -218,7 +246,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		engine.Close()
 		return nil, err
 	}
-	engineTools = engine.Tools(host.ChatIDFrom)
+	engineTools = append(engine.Tools(host.ChatIDFrom), voiceSettingsTools...)
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

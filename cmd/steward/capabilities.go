@@ -1,13 +1,16 @@
 package main
 
-import "github.com/agentstack/agentstack/steward/watch"
+import (
+	"github.com/agentstack/agentstack/steward/voice"
+	"github.com/agentstack/agentstack/steward/watch"
+)
 
 // writeCapabilities registers the write tools agent watches may be granted
 // (spec: "Generic Watch Engine Internals"): each declares the argument
 // fields a grant may pass, those every call needs, and that every passed
-// field must be constrained. All are journaled writes run once per grant;
-// the watch engine's durable claim keeps a retried delivery from running
-// them again, and the journal never re-executes an uncertain one.
+// field must be constrained. All run once per grant: the watch engine's
+// durable claim keeps a retried delivery from running them again, and the
+// journal never re-executes an uncertain write.
 func writeCapabilities() []watch.Capability {
 	mailFields := []string{"account", "from", "to", "cc", "bcc", "subject", "body"}
 	return []watch.Capability{
@@ -33,5 +36,10 @@ func writeCapabilities() []watch.Capability {
 		{Tool: "mcp__contacts__update_contact", Description: "change a contact",
 			Allowed:  []string{"uid", "nativeId", "fullName", "first", "last", "nickname", "organization", "title", "notes", "birthday", "emails", "phones", "addresses"},
 			Required: []string{"uid"}, ConstraintsRequired: true, Mode: "journaled", MaxInvocations: 1},
+		// A watch may call the user (STEWARD_VOICE_TRANSPORT): one dial per
+		// event, claimed before dialing; the call replaces the push unless
+		// every matched rule says voiceFallback "push".
+		{Tool: "mcp__voice__" + voice.ToolCallStart, Description: "call the user on the phone with an opening line",
+			Allowed: []string{"openingLine"}, ConstraintsRequired: true, Mode: watch.CapabilityVoice, MaxInvocations: 1},
 	}
 }

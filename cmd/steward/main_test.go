@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentstack/agentstack/steward/voice/ringbacktest"
 )
 
 // TestMain lets the test binary stand in for the steward binary when the
@@ -15,6 +17,12 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == testMCPServerArg {
 		os.Exit(runTestMCPServer(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == testRingbackArg {
+		if err := ringbacktest.Main(os.Args[2]); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
 		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))

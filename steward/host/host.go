@@ -49,6 +49,9 @@ type Options struct {
 	// System adds the gateway, connectors and manifest tools to
 	// GET /system/status; it is given a context bounded to a few seconds.
 	System func(ctx context.Context) SystemInfo
+	// Transcriber, when set, lets /quick-send take a recording instead of
+	// text (steward/speech).
+	Transcriber Transcriber
 }
 
 // Host serves Steward's HTTP routes.
@@ -63,6 +66,7 @@ type Host struct {
 	originPatterns []string
 	allowedOrigins map[string]bool
 	health         healthLog // last state of each System page item
+	requests       requestCache
 
 	ctx    context.Context // cancelled by Close: ends turns and connections
 	cancel context.CancelFunc
@@ -77,6 +81,7 @@ func New(opts Options) *Host {
 	h := &Host{opts: opts, log: opts.Logger, started: time.Now(), mux: http.NewServeMux(),
 		hub: &hub{clients: map[*wsClient]struct{}{}, log: opts.Logger}, allowedOrigins: map[string]bool{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.requests.now = time.Now
 	for _, o := range opts.AllowedOrigins {
 		o = strings.TrimRight(strings.TrimSpace(o), "/")
 		if u, err := url.Parse(o); err == nil && u.Host != "" {

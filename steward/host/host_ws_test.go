@@ -78,6 +78,7 @@ type envOptions struct {
 	logger          *slog.Logger
 	home            string
 	provider        *llmtest.Server
+	transcriber     host.Transcriber
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -107,7 +108,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.approvalTimeout == 0 {
 		o.approvalTimeout = time.Minute
 	}
-	e.host = host.New(host.Options{Token: token, Home: e.home, Usage: e.usage, AuditHandler: e.audit.Handler(), Chats: host.ManagerOptions{
+	e.host = host.New(host.Options{Token: token, Home: e.home, Usage: e.usage, AuditHandler: e.audit.Handler(), Transcriber: o.transcriber, Chats: host.ManagerOptions{
 		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",

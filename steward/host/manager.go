@@ -148,7 +148,11 @@ type TurnOptions struct {
 	// Headless turns have no attached client (quick send): a gated tool
 	// waits for an approval that may come from any client until the
 	// approval timeout, then is denied.
-	Headless    bool
+	Headless bool
+	// Control turns are the host's own instructions (a voice call's start):
+	// the model reads text as a user message, the transcript shows a
+	// control entry, never words the user did not say.
+	Control     bool
 	Attribution llm.Attribution
 	// chatChecked says the caller has just looked the chat up, so the turn
 	// does not look it up again before it starts.
@@ -249,9 +253,14 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 	userMsg := protocol.UserMessageSaved{Envelope: protocol.Env(protocol.TypeUserMessageSaved, ""), ChatID: chatID,
 		MessageID: chats.NewID("user"), Text: text, Files: opts.Files}
 	data, _ := json.Marshal(userMsg)
-	j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
-	m.publish(chatID, userMsg)
-	m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
+	if opts.Control {
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "control", Data: data})
+		m.audit(ctx, AuditEvent{Actor: "host", Type: "chat.control", Risk: "low", ChatID: chatID, Summary: "host control turn", Payload: map[string]any{"content": text}})
+	} else {
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
+		m.publish(chatID, userMsg)
+		m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
+	}
 
 	modelText := text
 	for _, f := range opts.Files {

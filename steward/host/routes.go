@@ -1,11 +1,8 @@
 package host
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -25,20 +22,19 @@ type QuickSendResult struct {
 // reaches waits for an approval from any connected app until the approval
 // timeout, then is denied: nothing sensitive runs unattended.
 func (h *Host) handleQuickSend(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Text      string `json:"text"`
-		RequestID string `json:"requestId"`
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err != nil {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, "the request is over 1 MiB")
+	in, ok := h.readQuickSend(w, r)
+	if !ok {
 		return
 	}
-	if err := json.Unmarshal(b, &body); err != nil {
-		writeJSONError(w, http.StatusBadRequest, `send JSON: {"text": "…"}`)
+	h.idempotent(w, r, in.requestID, func(w http.ResponseWriter) { h.quickSend(w, r, in) })
+}
+
+// quickSend runs one quick send: its recording transcribed, then the turn.
+func (h *Host) quickSend(w http.ResponseWriter, r *http.Request, in quickSendInput) {
+	if !h.transcribe(w, r, &in) {
 		return
 	}
-	text := strings.TrimSpace(body.Text)
+	text := in.text
 	if text == "" {
 		writeJSONError(w, http.StatusBadRequest, "text is empty")
 		return

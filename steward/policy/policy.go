@@ -57,13 +57,16 @@ var BuiltinAllow = []string{
 	"mcp__wiki__wiki_graph", "mcp__wiki__wiki_lint", "mcp__wiki__wiki_status",
 	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
 	"mcp__actions__list_actions", "mcp__actions__read_action",
+	// the voice channel's own call tools (its writes still ask, by voice)
+	"mcp__voice__call_start", "mcp__voice__call_status", "mcp__voice__call_end", "mcp__voice__converse",
+	"set_call_rate", // the active call's rate only
 	// host tools
 	"ask_user",
 }
 
 // BuiltinGate lists tools that must always ask, whatever a prefix says.
 var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write",
-	"mcp__wiki__wiki_write_page", "mcp__wiki__wiki_ingest", "mcp__wiki__wiki_rescan"}
+	"mcp__wiki__wiki_write_page", "mcp__wiki__wiki_ingest", "mcp__wiki__wiki_rescan", "set_voice_defaults"}
 
 // Options configures a Policy.
 type Options struct {

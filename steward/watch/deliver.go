@@ -128,7 +128,15 @@ func (e *Engine) deliverOne(ctx context.Context, ev *storedEvent, busy map[strin
 		e.emit(ctx, Lifecycle{Type: kind, WatchID: w.ID, ChatID: ev.ChatID, EventID: ev.ID, Summary: "notification composed",
 			Payload: map[string]any{"text": ev.Text, "messageId": ev.MessageID}})
 	}
-	if e.opts.Notifier != nil {
+	pushOK, err := e.pushAllowed(ctx, ev)
+	if err != nil {
+		return "", err
+	}
+	if !pushOK {
+		e.emit(ctx, Lifecycle{Type: "watch.push_skipped", WatchID: w.ID, ChatID: ev.ChatID, EventID: ev.ID,
+			Summary: "a voice rule handled this event: no push (voiceFallback is not push on every matched voice rule, or the call went through)"})
+	}
+	if e.opts.Notifier != nil && pushOK {
 		rep := e.opts.Notifier.Send(ctx, e.notification(w, ev))
 		if !rep.Complete() {
 			ev.PushAttempts++
@@ -157,6 +165,46 @@ func (e *Engine) deliverOne(ctx context.Context, ev *storedEvent, busy map[strin
 	}
 	e.emit(ctx, Lifecycle{Type: "watch.delivered", WatchID: w.ID, ChatID: ev.ChatID, EventID: ev.ID, Summary: "event delivered"})
 	return outcomeDelivered, nil
+}
+
+// pushAllowed decides whether an event's notification is pushed. Events
+// without voice grants always are. With voice grants (capabilities of mode
+// "voice"), a call that went through replaces the push, and a call that did
+// not happen pushes only when every matched voice rule says voiceFallback
+// "push": a call-only rule never pushes.
+func (e *Engine) pushAllowed(ctx context.Context, ev *storedEvent) (bool, error) {
+	var voiceRules []Rule
+	voiceTools := map[string]bool{}
+	for _, r := range ev.Rules {
+		voice := false
+		for _, g := range r.Grants {
+			if c, ok := e.opts.Capabilities.Lookup(g.Tool); ok && c.Mode == CapabilityVoice {
+				voice, voiceTools[g.Tool] = true, true
+			}
+		}
+		if voice {
+			voiceRules = append(voiceRules, r)
+		}
+	}
+	if len(voiceRules) == 0 {
+		return true, nil
+	}
+	for tool := range voiceTools {
+		var n int
+		if err := e.st.db.QueryRowContext(ctx, `SELECT count(*) FROM watch_action_runs WHERE event_id = ? AND tool = ? AND status = 'succeeded'`,
+			ev.ID, tool).Scan(&n); err != nil {
+			return false, fmt.Errorf("read the voice calls of event %s: %w", ev.ID, err)
+		}
+		if n > 0 {
+			return false, nil
+		}
+	}
+	for _, r := range voiceRules {
+		if r.VoiceFallback != VoiceFallbackPush {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (e *Engine) failGeneration(ctx context.Context, w *Watch, ev *storedEvent, fallback bool, cause error, now time.Time) (outcome, error) {

@@ -53,6 +53,9 @@ type FieldConstraint struct {
 // Capability declares a write tool that agent watches may be granted: its
 // argument surface, whether every argument must be constrained, how it runs
 // and how many times one grant may use it.
+// CapabilityVoice is the Mode of a capability that places a phone call.
+const CapabilityVoice = "voice"
+
 type Capability struct {
 	Tool        string
 	Description string
@@ -62,7 +65,9 @@ type Capability struct {
 	Required []string
 	// ConstraintsRequired: every passed field needs a constraint.
 	ConstraintsRequired bool
-	// Mode names how the action runs (e.g. "direct", "voice"); informative.
+	// Mode names how the action runs (e.g. "direct", "journaled",
+	// CapabilityVoice); a voice capability's successful call replaces the
+	// event's push (Rule.VoiceFallback).
 	Mode string
 	// MaxInvocations caps a grant's maxInvocations (default 1).
 	MaxInvocations int

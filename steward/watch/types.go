@@ -49,7 +49,15 @@ type Rule struct {
 	Once         bool           `json:"once,omitempty"`
 	Grants       []Grant        `json:"grants,omitempty"`
 	Continuation *Continuation  `json:"continuation,omitempty"`
+	// VoiceFallback decides what a rule that grants a call does when the
+	// call does not happen: "" (the default) stays silent — a call-only
+	// rule never pushes — and "push" sends the notification instead. A push
+	// is sent only when every matched voice rule says "push".
+	VoiceFallback string `json:"voiceFallback,omitempty"`
 }
+
+// VoiceFallbackPush is Rule.VoiceFallback's one value.
+const VoiceFallbackPush = "push"
 
 // Trigger is a temporal trigger relative to a live snapshot timestamp
 // (Unix milliseconds or an RFC 3339 string at Field, a dot path).
@@ -237,6 +245,12 @@ func validateRules(rules []Rule) error {
 			if !validPath(k) {
 				return fmt.Errorf("%s: where key %q is not a dot path", where, k)
 			}
+		}
+		if r.VoiceFallback != "" && r.VoiceFallback != VoiceFallbackPush {
+			return fmt.Errorf("%s: voiceFallback must be %q or absent", where, VoiceFallbackPush)
+		}
+		if r.VoiceFallback != "" && len(r.Grants) == 0 {
+			return fmt.Errorf("%s: voiceFallback applies to a rule that grants a call", where)
 		}
 		if c := r.Continuation; c != nil {
 			if len(r.Grants) == 0 {

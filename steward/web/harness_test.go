@@ -29,6 +29,7 @@ import (
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/push"
+	"github.com/agentstack/agentstack/steward/speech"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/web"
 	"github.com/agentstack/agentstack/steward/writeops"
@@ -161,6 +162,10 @@ func (h *harness) start(addr string) {
 		}))
 	})
 	h.mountPreparation()
+	// The speech settings as steward serve mounts them (espeak-ng renders
+	// previews when installed).
+	speech.MountSettings(h.host.Handle, &speech.SettingsRoute{Store: &speech.SettingsStore{Path: filepath.Join(h.home, "voice-settings.json")},
+		Synth: &speech.Synthesizer{TempDir: h.home}})
 	var ln net.Listener
 	var err error
 	// A restarted host takes the same port; the old socket may linger briefly.
@@ -383,6 +388,9 @@ func newBrowser(t *testing.T, width, height int64, mobile bool) *browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-first-run", true),
+		// A synthetic microphone (a beep) granted without a prompt, for dictation.
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	ctx, cancel := chromedp.NewContext(actx)

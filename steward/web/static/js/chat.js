@@ -4,6 +4,7 @@
 import { h, clear, fmtBytes, icon } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { upload, download } from './conn.js';
+import { Dictation } from './dictation.js';
 import {
   toolCard, updateToolCard, approvalCard, resolveApprovalCard, showEffective, questionCard, answeredQuestion,
 } from './cards.js';
@@ -50,6 +51,7 @@ export class ChatView {
       } });
     this.chipsEl = h('ul', { class: 'chips', 'aria-label': 'Attached files' });
     this.sendBtn = h('button', { type: 'submit', class: 'primary send', 'aria-label': 'Send' }, 'Send');
+    this.dictation = new Dictation({ onText: (t) => this.insertText(t), toast: (m) => this.app.toast(m) });
     this.form = h('form', { class: 'composer', 'on:submit': (e) => {
       e.preventDefault();
       this.send();
@@ -58,7 +60,7 @@ export class ChatView {
     h('div', { class: 'composer-row' },
       this.fileInput,
       h('label', { for: 'file-input', class: 'button icon-button', title: 'Attach files' }, icon('clip'), h('span', { class: 'visually-hidden' }, 'Attach')),
-      this.textarea, this.stopBtn, this.sendBtn));
+      this.textarea, this.dictation.button, this.stopBtn, this.sendBtn));
     const actions = this.chatId ? [
       h('button', { type: 'button', 'on:click': () => this.rename() }, 'Rename'),
       h('button', { type: 'button', 'on:click': () => this.copy() }, 'Copy JSON'),
@@ -89,6 +91,20 @@ export class ChatView {
     const want = ta.scrollHeight + 2; // + the borders (border-box sizing)
     ta.style.height = `${Math.min(want, 240)}px`;
     ta.style.overflowY = want > 240 ? 'auto' : 'hidden';
+  }
+
+  // insertText puts dictated text at the cursor, for the user to edit and send.
+  insertText(text) {
+    const ta = this.textarea;
+    const start = ta.selectionStart ?? ta.value.length;
+    const end = ta.selectionEnd ?? ta.value.length;
+    const before = ta.value.slice(0, start);
+    const sep = before && !/\s$/.test(before) ? ' ' : '';
+    ta.value = before + sep + text + ta.value.slice(end);
+    const at = (before + sep + text).length;
+    ta.setSelectionRange(at, at);
+    ta.focus();
+    this.autosize();
   }
 
   setTitle(t) {
@@ -151,6 +167,7 @@ export class ChatView {
         break;
       }
       case 'error': this.log.append(this.errorLine(d)); break;
+      case 'control': this.log.append(h('div', { class: 'control-note', role: 'note' }, 'Steward started this call on its own; the words below are the conversation.')); break;
       default: break;
     }
   }

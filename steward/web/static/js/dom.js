@@ -117,6 +117,7 @@ export function table(caption, cols, rows, empty = 'Nothing yet.') {
 // not used because many systems (and headless browsers) lack the font.
 const ICONS = {
   clip: 'M8 12.5l6.4-6.4a3 3 0 0 1 4.2 4.2l-8 8a5 5 0 0 1-7.1-7.1l7.3-7.3',
+  mic: 'M9 5a3 3 0 0 1 6 0v6a3 3 0 0 1-6 0z M5.5 11a6.5 6.5 0 0 0 13 0 M12 17.5V21 M8.5 21h7',
   check: 'M5 12.5l4.5 4.5L19 7',
   alert: 'M12 3.5l9.5 16.5h-19z M12 10v4.5 M12 17.5v.5',
   clock: 'M3 12a9 9 0 1 0 18 0a9 9 0 1 0-18 0 M12 7v5l3 2',

@@ -6,13 +6,14 @@ import { h, clear, table, fmtInt, fmtTime } from './dom.js';
 import { api, tokens } from './conn.js';
 import { controls as notificationControls } from './notifications.js';
 import { sections as backgroundSections } from './background.js';
+import { controls as speechControls } from './speechsettings.js';
 
 export function render(app) {
   const body = h('div', { 'aria-live': 'polite' });
   const page = h('section', { class: 'page system-page', 'aria-labelledby': 'system-title' },
     h('header', { class: 'view-header' }, h('h2', { id: 'system-title' }, 'System'),
       h('button', { type: 'button', 'on:click': () => load() }, 'Refresh')),
-    body, notificationControls(app), pairing(app));
+    body, notificationControls(app), speechControls(), pairing(app));
   async function load() {
     page.setAttribute('aria-busy', 'true');
     try {
