@@ -53,7 +53,7 @@ func commands() []*command {
 	return []*command{
 		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
 		pauseCommand(), resumeCommand(), stopCommand(), statusCommand(),
-		treeCommand(), cardCommand(), recordCommand(),
+		treeCommand(), cardCommand(), recordCommand(), chatCommand(),
 	}
 }
 

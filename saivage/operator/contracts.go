@@ -73,6 +73,8 @@ var Operations = []Operation{
 	{Name: "auth.wsTicket", Method: "POST", Path: "/api/auth/ws-ticket", Purpose: "WebSocket ticket.", Statuses: []int{200, 400, 401, 500}},
 	{Name: "chat.get", Method: "GET", Path: "/api/chat", Purpose: "Configured global Analyst identity/availability.", Statuses: stGet},
 	{Name: "chat.post", Method: "POST", Path: "/api/chat", Purpose: "Internal Analyst submission.", Body: "json", Statuses: stChatPost},
+	{Name: "analyst.operations", Method: "GET", Path: "/api/analyst/operations", Purpose: "The configured Analyst's operations (this build's addition).", Statuses: stGet},
+	{Name: "analyst.operate", Method: "POST", Path: "/api/analyst/operations/:name", Purpose: "Audited operator invocation of one Analyst operation (this build's addition).", Body: "json", Statuses: []int{200, 400, 401, 404, 409, 415, 500}},
 	{Name: "workflows.presentation", Method: "GET", Path: "/api/workflows/:cardType/presentation", Purpose: "One installed type's presentation topology.", Statuses: stGetID},
 	{Name: "config.get", Method: "GET", Path: "/api/config", Purpose: "Redacted effective configuration.", Statuses: stGet},
 	{Name: "providers.list", Method: "GET", Path: "/api/providers", Purpose: "Process-local routing/capability observation.", Statuses: stGet},

@@ -113,6 +113,8 @@ func NewServer(opts ServerOptions) *Server {
 		"mcp.restart":                 s.mcpControl("restart"),
 		"chat.get":                    s.getChat,
 		"chat.post":                   s.postChat,
+		"analyst.operations":          s.getOperations,
+		"analyst.operate":             s.postOperation,
 		"auth.wsTicket":               s.postTicket,
 		"debug.doctor":                s.getDoctor,
 		"debug.errors":                s.getErrors,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +68,9 @@ func (a *Analyst) Info() AnalystInfo {
 // appended to the session before Submit returns; the turn runs in the
 // background. done is closed when the turn has ended.
 func (a *Analyst) Submit(ctx context.Context, text string) (id string, done <-chan struct{}, err error) {
+	if !a.rt.AnalystMode().Internal() {
+		return "", nil, ErrInternalDisabled
+	}
 	if strings.TrimSpace(text) == "" {
 		return "", nil, errors.New("the message is empty")
 	}
@@ -129,10 +131,7 @@ func (a *Analyst) Wait(ctx context.Context) (*TurnResult, error) {
 func (a *Analyst) turn(ctx context.Context, id string, sess *session, route RouteBinding, names []string, done chan struct{}) {
 	rt := a.rt
 	ag, _ := rt.p.Workflows.Agent(sess.agent)
-	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
-		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
-		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
-		Caller: tools.Caller{Agent: sess.agent, RecordWrites: ag.MayWrite, Tools: names}}
+	env, _ := rt.analystEnv("")
 	bound, _ := tools.Build(names, env)
 	iv := &invoker{rt: rt, route: route, sess: sess, system: func() string {
 		var b strings.Builder

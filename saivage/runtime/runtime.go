@@ -83,6 +83,9 @@ type Options struct {
 	// Secrets are extra values redacted from model-visible and operator
 	// output (the operator token, for example).
 	Secrets []string
+	// AnalystMode is frozen at start (default internal): external-only
+	// refuses internal Analyst submissions.
+	AnalystMode config.AnalystMode
 }
 
 // Runtime is one project's live runtime.
@@ -110,6 +113,7 @@ type Runtime struct {
 	stack     []string
 
 	analyst *Analyst
+	ops     *operations
 }
 
 // New binds the project's model routes and returns an uninitialized
@@ -153,6 +157,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.procs = tools.NewProcesses(tools.ProcessesOptions{CaptureDir: filepath.Join(p.StateDir, "work", "processes"), Environ: opts.Environ})
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	rt.analyst = newAnalyst(rt)
+	rt.ops = newOperations()
 	return rt, nil
 }
 
@@ -232,6 +237,7 @@ func (rt *Runtime) startup(ctx context.Context) error {
 // Close halts any Run and contains every managed process.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.analyst.close()
+	rt.ops.close()
 	rt.mu.Lock()
 	var err error
 	switch rt.status {

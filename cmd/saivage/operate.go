@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/agentstack/agentstack/saivage/runtime"
+)
+
+// operateResult is the answer of POST /api/analyst/operations/NAME.
+type operateResult struct {
+	OK        bool   `json:"ok"`
+	Operation string `json:"operation"`
+	Content   string `json:"content"`
+}
+
+// operate delegates one Analyst operation to the live server: the same
+// policy surface the Analyst uses, audited as an operator action. Offline
+// there is no fallback; the state is never edited behind the runtime.
+func (pf *projectFlags) operate(ctx context.Context, e *env, name string, args map[string]any) error {
+	srv, _, err := pf.live(e)
+	if err != nil {
+		if errors.Is(err, errNoServer) {
+			return fmt.Errorf("%w; operator actions go through the live server's Analyst operations", err)
+		}
+		return err
+	}
+	var out operateResult
+	if err := srv.call(ctx, http.MethodPost, "/api/analyst/operations/"+url.PathEscape(name), args, &out); err != nil {
+		return err
+	}
+	if pf.json {
+		return writeJSON(e.stdout, out)
+	}
+	printContent(e, out.Content)
+	return nil
+}
+
+// cardAction runs card reopen|cancel ID through the live server.
+func cardAction(ctx context.Context, e *env, pf *projectFlags, action, id string) error {
+	return pf.operate(ctx, e, action+"_card", map[string]any{"card_id": id})
+}
+
+// recordWrite runs record write CARD NAME FILE through the live server:
+// the Analyst's direct acceptance (blocked, done or failed cards reopen as
+// changed).
+func recordWrite(ctx context.Context, e *env, pf *projectFlags, args []string) error {
+	if len(args) != 4 {
+		return usageError{"expected: record write CARD NAME FILE"}
+	}
+	b, err := os.ReadFile(args[3])
+	if err != nil {
+		return fmt.Errorf("read %s: %w", args[3], err)
+	}
+	if len(b) > 0 && !strings.Contains(string(b), "\x00") {
+		return pf.operate(ctx, e, "write", map[string]any{"path": "record:" + args[1] + "/" + args[2], "content": string(b)})
+	}
+	return fmt.Errorf("%s is empty or binary; a record takes text", args[3])
+}
+
+func chatCommand() *command {
+	var pf projectFlags
+	var noWait bool
+	return &command{
+		name: "chat", summary: "send one message to the internal Analyst and print its answer",
+		usage: `"MESSAGE" [--no-wait] [--root DIR] [--json]`,
+		help: `Submits MESSAGE to the live server's internal Analyst (POST /api/chat) and
+waits for the turn to end, then prints the Analyst's answer. --no-wait
+returns once the message is accepted. The Analyst runs one turn at a time:
+a busy Analyst refuses the message. In external-only analyst mode the
+internal Analyst is disabled; use the external MCP endpoint.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&noWait, "no-wait", false, "return once the message is accepted")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+				return usageError{"chat takes one non-empty message (quote it)"}
+			}
+			srv, _, err := pf.live(e)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				TurnID string              `json:"turn_id"`
+				Result *runtime.TurnResult `json:"result"`
+			}
+			if err := srv.call(ctx, http.MethodPost, "/api/chat", map[string]any{"message": args[0], "wait": !noWait}, &out); err != nil {
+				return err
+			}
+			if pf.json {
+				return writeJSON(e.stdout, out)
+			}
+			if out.Result == nil {
+				fmt.Fprintf(e.stdout, "accepted (turn %s)\n", out.TurnID)
+				return nil
+			}
+			printContent(e, out.Result.Text)
+			if out.Result.Error != "" {
+				return fmt.Errorf("the Analyst turn ended with an error: %s", out.Result.Error)
+			}
+			return nil
+		},
+	}
+}

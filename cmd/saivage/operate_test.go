@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rtt "github.com/agentstack/agentstack/saivage/runtime/runtimetest"
+)
+
+// waitRun polls until the runtime is stopped with a settled Run and
+// returns that Run's outcome.
+func (p *servedProject) waitRun(t *testing.T, runs int) string {
+	t.Helper()
+	var st struct {
+		Status  string
+		LastRun *struct{ RunID, Outcome string } `json:"last_run"`
+	}
+	var events struct{ Total int }
+	poll(t, "the Run to end", func() bool {
+		p.get("/api/events?type=run_ended", &events)
+		p.get("/api/runtime/status", &st)
+		return events.Total == runs && st.Status == "stopped" && st.LastRun != nil
+	})
+	return st.LastRun.Outcome
+}
+
+func (p *servedProject) rootStatus() string {
+	var card struct{ Card struct{ Status string } }
+	p.get("/api/cards/project", &card)
+	return card.Card.Status
+}
+
+// TestOperatorCommandsRecoverDeadEnds: a project initialised without an
+// objective blocks; saivage record write makes it runnable; a FAILED root
+// is reopened with saivage card reopen and the next Run reaches DONE. Every
+// step is an audited operator action through the live server.
+func TestOperatorCommandsRecoverDeadEnds(t *testing.T) {
+	p := startServed(t, "operator-token-123456", serveOptions{})
+	vars := p.vars
+
+	// Without a server nothing is edited offline: the CLI says so.
+	objFile := filepath.Join(t.TempDir(), "objective.md")
+	os.WriteFile(objFile, []byte("# Objective\n\nShip a greeting file.\n"), 0o644)
+
+	if code, _, serr := runCLI(t, vars, "run"); code != 0 {
+		t.Fatalf("run: %d %s", code, serr)
+	}
+	if out := p.waitRun(t, 1); out != "blocked" || p.rootStatus() != "blocked" {
+		t.Fatalf("first run = %s, root %s; want the objective dead end", out, p.rootStatus())
+	}
+
+	code, sout, serr := runCLI(t, vars, "record", "write", "project", "objective", objFile)
+	if code != 0 || !strings.Contains(sout, "accepted record:project/objective as version 1") {
+		t.Fatalf("record write = %d %q %q", code, sout, serr)
+	}
+	if st := p.rootStatus(); st != "changed" {
+		t.Fatalf("root after record write = %s, want changed", st)
+	}
+	if code, sout, _ := runCLI(t, vars, "record", "show", "project", "objective"); code != 0 || !strings.Contains(sout, "Ship a greeting file.") {
+		t.Fatalf("record show = %d %q", code, sout)
+	}
+
+	// The Planner fails the root this time.
+	p.script.Add("planner@project", rtt.Emit("failed", "cannot decide", nil))
+	runCLI(t, vars, "run")
+	if out := p.waitRun(t, 2); out != "failed" || p.rootStatus() != "failed" {
+		t.Fatalf("second run = %s, root %s", out, p.rootStatus())
+	}
+	if code, _, serr := runCLI(t, vars, "run"); code != 1 || !strings.Contains(serr, "reopen it") {
+		t.Fatalf("run on a failed root = %d %q", code, serr)
+	}
+	code, sout, serr = runCLI(t, vars, "card", "reopen", "project")
+	if code != 0 || !strings.Contains(sout, "reopened as changed: project") || p.rootStatus() != "changed" {
+		t.Fatalf("card reopen = %d %q %q (root %s)", code, sout, serr, p.rootStatus())
+	}
+
+	p.script.Add("planner@project",
+		rtt.Call("write", map[string]any{"path": "record:plan", "content": "One greeting file."}),
+		rtt.Emit("done", "planned", nil),
+		rtt.Call("write", map[string]any{"path": "record:assessment", "content": "Met."}),
+		rtt.Emit("done", "objective met", map[string]any{"verdict": "complete"}),
+	)
+	runCLI(t, vars, "run")
+	if out := p.waitRun(t, 3); out != "done" || p.rootStatus() != "done" {
+		t.Fatalf("third run = %s, root %s (unconsumed %v)", out, p.rootStatus(), p.script.Remaining())
+	}
+
+	// Cancel is refused for a done card, with the runtime's reason; the
+	// refusal is audited too.
+	code, _, serr = runCLI(t, vars, "card", "cancel", "project", "--json")
+	if code != 1 || !strings.Contains(serr, "OperationRefused") {
+		t.Fatalf("cancel a done root = %d %q", code, serr)
+	}
+	var acts struct {
+		Actions []struct{ Data map[string]any }
+	}
+	p.get("/api/control-actions", &acts)
+	var got []string
+	for _, a := range acts.Actions {
+		if a.Data["author"] != "operator" {
+			continue
+		}
+		act, _ := a.Data["action"].(string)
+		if ok, has := a.Data["ok"].(bool); has {
+			act += map[bool]string{true: ":ok", false: ":refused"}[ok]
+		}
+		got = append(got, act)
+	}
+	// Newest first (runtime control through the REST routes is audited as
+	// well; a refused run is not).
+	if want := "cancel_card:refused run reopen_card:ok run write:ok run"; strings.Join(got, " ") != want {
+		b, _ := json.Marshal(acts)
+		t.Errorf("operator actions = %q, want %q\n%s", strings.Join(got, " "), want, b)
+	}
+	// The record and reopen carry the operator as author.
+	var ev struct {
+		Events []struct{ Data map[string]any }
+	}
+	p.get("/api/events?type=record_edited", &ev)
+	if len(ev.Events) != 1 || ev.Events[0].Data["author"] != "operator" {
+		t.Errorf("record_edited = %+v", ev.Events)
+	}
+	if p.stop() != 0 {
+		t.Fatal(p.errb.String())
+	}
+	// With the server gone, operator actions refuse rather than edit offline.
+	if code, _, serr := runCLI(t, vars, "card", "reopen", "project"); code != 1 || !strings.Contains(serr, "no Saivage server is running") {
+		t.Errorf("reopen without a server = %d %q", code, serr)
+	}
+}
