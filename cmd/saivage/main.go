@@ -52,7 +52,7 @@ func (x exitCode) Error() string { return fmt.Sprintf("exit status %d", int(x)) 
 func commands() []*command {
 	return []*command{
 		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
-		pauseCommand(), resumeCommand(), stopCommand(), statusCommand(),
+		pauseCommand(), resumeCommand(), stopCommand(), restartCommand(), statusCommand(),
 		treeCommand(), cardCommand(), recordCommand(), chatCommand(),
 	}
 }
