@@ -61,12 +61,12 @@ type App struct {
 	// modes only) and AnalystMCPTokenSource where its token came from.
 	AnalystMCPURL, AnalystMCPTokenSource string
 	mcpHTTP                              *http.Server
-	lock        *lock.Lock
-	http        *http.Server
-	served      chan error
-	pub         *state.Publisher
-	restart     chan struct{}
-	restartOnce sync.Once
+	lock                                 *lock.Lock
+	http                                 *http.Server
+	served                               chan error
+	pub                                  *state.Publisher
+	restart                              chan struct{}
+	restartOnce                          sync.Once
 }
 
 // Start takes the project lock, admits the state, settles interrupted
