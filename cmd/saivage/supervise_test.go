@@ -81,7 +81,9 @@ func TestRestartUnderSupervisor(t *testing.T) {
 	if a.get("/api/cards/project", &card); card.Card.ID != "project" || card.Card.Status != "backlog" {
 		t.Errorf("project after restart = %+v", card)
 	}
-	var acts struct{ Actions []struct{ Data map[string]any } }
+	var acts struct {
+		Actions []struct{ Data map[string]any }
+	}
 	a.get("/api/control-actions", &acts)
 	if len(acts.Actions) != 1 || acts.Actions[0].Data["action"] != "restart_server" {
 		t.Errorf("control actions = %+v", acts.Actions)
