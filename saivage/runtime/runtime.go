@@ -83,6 +83,8 @@ type Options struct {
 	// Secrets are extra values redacted from model-visible and operator
 	// output (the operator token, for example).
 	Secrets []string
+	// Clock drives the Oversight schedule (default: the real clock).
+	Clock Clock
 	// AnalystMode is frozen at start (default internal): external-only
 	// refuses internal Analyst submissions.
 	AnalystMode config.AnalystMode
@@ -112,8 +114,9 @@ type Runtime struct {
 	inflight  int
 	stack     []string
 
-	analyst *Analyst
-	ops     *operations
+	analyst   *Analyst
+	ops       *operations
+	oversight *oversight
 }
 
 // New binds the project's model routes and returns an uninitialized
@@ -158,6 +161,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	rt.analyst = newAnalyst(rt)
 	rt.ops = newOperations()
+	rt.oversight = newOversight(rt, opts.Clock)
 	return rt, nil
 }
 
@@ -247,6 +251,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.setStatusLocked(StatusClosing)
 		rt.mu.Unlock()
 	}
+	rt.oversight.close()
 	rt.procs.KillWhere(func(string) bool { return true })
 	rt.mcp.Close()
 	return err

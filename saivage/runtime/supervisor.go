@@ -78,6 +78,7 @@ func (rt *Runtime) setStatusLocked(s Status) {
 		return
 	}
 	rt.status = s
+	rt.oversight.statusChanged(s)
 	rt.observe(Observation{Kind: ObsStatus, Status: s})
 	rt.hint("runtime", "")
 }
