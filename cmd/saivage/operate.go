@@ -109,3 +109,83 @@ internal Analyst is disabled; use the external MCP endpoint.`,
 		},
 	}
 }
+
+func gcCommand() *command {
+	var pf projectFlags
+	var del bool
+	var before string
+	var target int64
+	return &command{
+		name: "gc", summary: "preview (default) or delete collectable files under .saivage/work",
+		usage: "[--delete] [--before RFC3339] [--target-bytes N] [--root DIR] [--json]",
+		help: `Asks the live server to collect .saivage/work (POST /api/runtime/gc-work):
+a preview by default, deletion with --delete. A running Run is paused for
+the collection and resumed afterwards. Files newer than --before and the
+captures of managed processes are kept; deletion goes oldest first until
+the accounted remainder is at most --target-bytes. The collection is
+refused while a command's process group is still running, an MCP server is
+starting, or a card is running with no Run owning it. There is no offline
+fallback. Read "disposition" (completed, interrupted, refused), not only
+the exit status.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&del, "delete", false, "delete (default: preview only)")
+			fs.StringVar(&before, "before", "", "only files modified before this RFC 3339 time (with zone)")
+			fs.Int64Var(&target, "target-bytes", -1, "stop deleting once the accounted remainder is at most N bytes")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageError{"gc takes no arguments"}
+			}
+			srv, _, err := pf.live(e)
+			if err != nil {
+				return err
+			}
+			body := map[string]any{"mode": "dry_run"}
+			if del {
+				body["mode"] = "delete"
+			}
+			if before != "" {
+				body["before"] = before
+			}
+			if target >= 0 {
+				body["target_bytes"] = target
+			}
+			var out struct {
+				Mode        string `json:"mode"`
+				Disposition string `json:"disposition"`
+				Reason      string `json:"reason"`
+				Restoration string `json:"restoration"`
+				Result      *struct {
+					Would struct {
+						Files int
+						Bytes int64
+					} `json:"would_delete"`
+					Deleted struct {
+						Files int
+						Bytes int64
+					} `json:"deleted"`
+					Retained struct {
+						Files int
+						Bytes int64
+					} `json:"retained_total"`
+				} `json:"result"`
+			}
+			if err := srv.call(ctx, http.MethodPost, "/api/runtime/gc-work", body, &out); err != nil {
+				return err
+			}
+			if pf.json {
+				if err := writeJSON(e.stdout, out); err != nil {
+					return err
+				}
+			} else if r := out.Result; r != nil {
+				fmt.Fprintf(e.stdout, "%s %s: would delete %d files (%d bytes), deleted %d files (%d bytes), kept %d files (%d bytes); run %s\n",
+					out.Mode, out.Disposition, r.Would.Files, r.Would.Bytes, r.Deleted.Files, r.Deleted.Bytes, r.Retained.Files, r.Retained.Bytes, out.Restoration)
+			}
+			if out.Disposition != "completed" {
+				return fmt.Errorf("collection %s: %s", out.Disposition, out.Reason)
+			}
+			return nil
+		},
+	}
+}

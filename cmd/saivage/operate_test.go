@@ -123,6 +123,27 @@ func TestOperatorCommandsRecoverDeadEnds(t *testing.T) {
 	if len(ev.Events) != 1 || ev.Events[0].Data["author"] != "operator" {
 		t.Errorf("record_edited = %+v", ev.Events)
 	}
+	// saivage gc previews, then deletes, through the live server.
+	scratch := filepath.Join(p.dir, ".saivage", "work", "scratch", "old.out")
+	os.MkdirAll(filepath.Dir(scratch), 0o755)
+	os.WriteFile(scratch, []byte("0123456789"), 0o644)
+	if code, sout, serr := runCLI(t, vars, "gc"); code != 0 || !strings.Contains(sout, "dry_run completed: would delete 1 files (10 bytes), deleted 0 files") {
+		t.Errorf("gc = %d %q %q", code, sout, serr)
+	}
+	if _, err := os.Stat(scratch); err != nil {
+		t.Fatal("the preview deleted the file")
+	}
+	code, sout, serr = runCLI(t, vars, "gc", "--delete", "--json")
+	var gc struct {
+		Disposition string
+		Result      struct{ Deleted struct{ Files, Bytes int } }
+	}
+	if code != 0 || json.Unmarshal([]byte(sout), &gc) != nil || gc.Disposition != "completed" || gc.Result.Deleted.Files != 1 || gc.Result.Deleted.Bytes != 10 {
+		t.Errorf("gc --delete = %d %q %q", code, sout, serr)
+	}
+	if _, err := os.Stat(scratch); err == nil {
+		t.Error("gc --delete kept the file")
+	}
 	if p.stop() != 0 {
 		t.Fatal(p.errb.String())
 	}

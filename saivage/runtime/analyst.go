@@ -77,6 +77,12 @@ func (a *Analyst) Submit(ctx context.Context, text string) (id string, done <-ch
 	if len(text) > MaxChatMessage {
 		return "", nil, fmt.Errorf("the message is %d bytes; the limit is %d", len(text), MaxChatMessage)
 	}
+	a.rt.mu.Lock()
+	held := a.rt.heldLocked()
+	a.rt.mu.Unlock()
+	if held {
+		return "", nil, ErrMaintenanceHold
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {

@@ -41,6 +41,14 @@ type operations struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	closed bool
+	n      int // operations running
+}
+
+// running returns how many operations run.
+func (o *operations) running() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n
 }
 
 func newOperations() *operations {
@@ -120,6 +128,12 @@ func (rt *Runtime) Operate(ctx context.Context, principal, name string, args jso
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
+	rt.mu.Lock()
+	held := rt.heldLocked()
+	rt.mu.Unlock()
+	if held {
+		return agent.ToolResult{}, ErrMaintenanceHold
+	}
 	o := rt.ops
 	o.mu.Lock()
 	if o.closed {
@@ -127,6 +141,7 @@ func (rt *Runtime) Operate(ctx context.Context, principal, name string, args jso
 		return agent.ToolResult{}, errors.New("the server is shutting down")
 	}
 	o.wg.Add(1)
+	o.n++
 	o.mu.Unlock()
 	type outcome struct {
 		res agent.ToolResult
@@ -134,7 +149,12 @@ func (rt *Runtime) Operate(ctx context.Context, principal, name string, args jso
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		defer o.wg.Done()
+		defer func() {
+			o.mu.Lock()
+			o.n--
+			o.mu.Unlock()
+			o.wg.Done()
+		}()
 		rc := OperationReceipt{ID: state.NewUUID(), Tool: name, Principal: principal, StartedAt: time.Now().UTC()}
 		res, err := bound[0].Call(o.ctx, args)
 		rc.EndedAt, rc.OK = time.Now().UTC(), err == nil && !res.IsError

@@ -113,6 +113,7 @@ type Runtime struct {
 	resume    chan struct{}
 	inflight  int
 	stack     []string
+	hold      *MaintenanceHold
 
 	analyst   *Analyst
 	ops       *operations

@@ -100,6 +100,9 @@ func (rt *Runtime) InterventionAllowed() error {
 func (rt *Runtime) Run(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.heldLocked() {
+		return fmt.Errorf("run: %w", ErrMaintenanceHold)
+	}
 	switch rt.status {
 	case StatusStopped:
 	case StatusError:
@@ -163,6 +166,9 @@ func (rt *Runtime) Pause(ctx context.Context) error {
 	defer rt.mu.Unlock()
 	switch rt.status {
 	case StatusPausing, StatusPaused:
+		if rt.hold != nil {
+			rt.hold.withdrawn = true // an ordinary Pause takes the hold's pause over
+		}
 		return nil
 	case StatusRunning:
 	default:
@@ -182,6 +188,9 @@ func (rt *Runtime) Pause(ctx context.Context) error {
 func (rt *Runtime) Resume(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.heldLocked() {
+		return fmt.Errorf("resume: %w", ErrMaintenanceHold)
+	}
 	switch rt.status {
 	case StatusPausing, StatusPaused:
 	case StatusRunning:
