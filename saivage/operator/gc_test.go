@@ -17,8 +17,8 @@ import (
 type gcAnswer struct {
 	Mode, Disposition, Reason, Restoration string
 	Result                                 *struct {
-		Would    struct{ Files int } `json:"would_delete"`
-		Deleted  struct {
+		Would   struct{ Files int } `json:"would_delete"`
+		Deleted struct {
 			Files int
 			Bytes int64
 		} `json:"deleted"`
