@@ -123,6 +123,12 @@ func TestOperatorCommandsRecoverDeadEnds(t *testing.T) {
 	if len(ev.Events) != 1 || ev.Events[0].Data["author"] != "operator" {
 		t.Errorf("record_edited = %+v", ev.Events)
 	}
+	// saivage chat asks the internal Analyst and prints its answer.
+	p.script.Add("analyst", rtt.Text("The project is done."))
+	if code, sout, serr := runCLI(t, vars, "chat", "How is it going?"); code != 0 || sout != "The project is done.\n" {
+		t.Errorf("chat = %d %q %q", code, sout, serr)
+	}
+
 	// saivage gc previews, then deletes, through the live server.
 	scratch := filepath.Join(p.dir, ".saivage", "work", "scratch", "old.out")
 	os.MkdirAll(filepath.Dir(scratch), 0o755)
