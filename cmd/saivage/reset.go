@@ -74,3 +74,75 @@ reset leaves a partial state that saivage start refuses; run saivage reset
 		},
 	}
 }
+
+func repairCommand() *command {
+	var pf projectFlags
+	var yes bool
+	return &command{
+		name: "repair", summary: "report damaged selectors and restore their previous version (offline)",
+		usage: "[--yes] [--root DIR] [--json]",
+		help: `Admits the project read-only and, for each file admission refuses, looks for
+the selector of that file (a card or record head.json, a session index.json)
+whose previous selector (head.prev.json, index.prev.json) exists. Each
+restoration is proven first on a copy of the state: it must cure exactly
+that damage. The report comes first; with --yes the restorations are
+applied under the project lock (refused while any lock exists), after
+checking that neither selector changed since the inspection.
+
+Only the immediate predecessor is ever used, so a restored card or record
+loses its latest change (a card may lose its newest children, which stay
+on disk unreferenced). Damage no previous selector cures is reported and
+nothing is changed: inspect it by hand or saivage reset. Torn tails of
+growing logs are not damage: saivage start truncates them.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&yes, "yes", false, "apply the restorations (without it, only the report is printed)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageError{"repair takes no arguments"}
+			}
+			opts, _, err := pf.options(e)
+			if err != nil {
+				return err
+			}
+			rep, err := project.InspectRepair(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if pf.json {
+				if err := writeJSON(e.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				if rep.Healthy {
+					fmt.Fprintln(e.stdout, "the project admits cleanly: nothing to repair")
+				}
+				for _, c := range rep.Candidates {
+					fmt.Fprintf(e.stdout, "restore .saivage/%s from its previous selector\n  because: %s\n", c.Selector, c.Problem)
+				}
+				if rep.Unrepaired != "" {
+					fmt.Fprintf(e.stdout, "no restoration cures: %s\n", rep.Unrepaired)
+				}
+			}
+			switch {
+			case rep.Unrepaired != "":
+				return fmt.Errorf("damage remains that repair cannot cure; nothing was changed")
+			case rep.Healthy:
+				return nil
+			case !yes:
+				if !pf.json {
+					fmt.Fprintln(e.stdout, "nothing changed: run saivage repair --yes to apply")
+				}
+				return exitCode(1)
+			}
+			if err := project.Repair(ctx, opts, rep); err != nil {
+				return err
+			}
+			if !pf.json {
+				fmt.Fprintf(e.stdout, "repaired: %d selector(s) restored; the project admits\n", len(rep.Candidates))
+			}
+			return nil
+		},
+	}
+}
