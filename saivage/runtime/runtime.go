@@ -114,6 +114,7 @@ type Runtime struct {
 	inflight  int
 	stack     []string
 	hold      *MaintenanceHold
+	acts      activations
 
 	analyst   *Analyst
 	ops       *operations

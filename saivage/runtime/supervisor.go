@@ -137,6 +137,12 @@ func (rt *Runtime) runLoop(ctx context.Context, runID string, done chan struct{}
 	err := rt.recoverChain(ctx)
 	if err == nil {
 		out, err = rt.executeCard(ctx, cards.RootID)
+		// An urgent root replacement: the root was stopped; one STOPPED
+		// activation replaces it in the same Run.
+		for err == nil && out.Status == string(cards.Stopped) && ctx.Err() == nil {
+			rt.logEvent("root_replaced", map[string]any{"run_id": runID, "reason": out.Reason})
+			out, err = rt.executeCard(ctx, cards.RootID)
+		}
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
