@@ -53,7 +53,7 @@ func commands() []*command {
 	return []*command{
 		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
 		pauseCommand(), resumeCommand(), stopCommand(), restartCommand(), statusCommand(),
-		treeCommand(), cardCommand(), recordCommand(), chatCommand(), gcCommand(), resetCommand(), repairCommand(),
+		treeCommand(), cardCommand(), recordCommand(), chatCommand(), gcCommand(), resetCommand(), repairCommand(), notifyCommand(),
 	}
 }
 

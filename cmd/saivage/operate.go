@@ -189,3 +189,55 @@ the exit status.`,
 		},
 	}
 }
+
+func notifyCommand() *command {
+	var pf projectFlags
+	var urgent bool
+	return &command{
+		name: "notify", summary: "queue a message for a card's Planner (--urgent interrupts)",
+		usage: `CARD "MESSAGE" [--urgent] [--root DIR] [--json]`,
+		help: `Queues MESSAGE for CARD's designated recipient node (its Planner), which
+reads it when it next runs (through the Analyst's queue_notification,
+audited as an operator action). --urgent also queues a note on each
+ancestor up to the nearest card the Run is executing, and interrupts the
+work below that card: its active child and everything under it are stopped,
+so its Planner reads the message at once. An urgent message for the running
+root restarts the root's activation in the same Run. A paused or stopped
+runtime only queues.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&urgent, "urgent", false, "interrupt the work between the card and its nearest live owner")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) != 2 || strings.TrimSpace(args[1]) == "" {
+				return usageError{"expected: notify CARD \"MESSAGE\""}
+			}
+			srv, _, err := pf.live(e)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Queued []string              `json:"queued"`
+				Urgent *runtime.UrgentResult `json:"urgent"`
+			}
+			if err := srv.call(ctx, http.MethodPost, "/api/cards/"+url.PathEscape(args[0])+"/notifications",
+				map[string]any{"message": args[1], "urgent": urgent}, &out); err != nil {
+				return err
+			}
+			if pf.json {
+				return writeJSON(e.stdout, out)
+			}
+			if u := out.Urgent; u != nil {
+				fmt.Fprintf(e.stdout, "queued for %s\n", strings.Join(u.Queued, ", "))
+				if u.Owner != "" {
+					fmt.Fprintf(e.stdout, "interrupted %s: stopped %s\n", u.Owner, strings.Join(u.Stopped, ", "))
+				} else {
+					fmt.Fprintf(e.stdout, "no interruption: %s\n", u.Suppressed)
+				}
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "queued for %s\n", strings.Join(out.Queued, ", "))
+			return nil
+		},
+	}
+}

@@ -63,7 +63,16 @@ func TestOperatorCommandsRecoverDeadEnds(t *testing.T) {
 		t.Fatalf("record show = %d %q", code, sout)
 	}
 
-	// The Planner fails the root this time.
+	// Operator notifications: queued for the root's Planner; urgent on a
+	// stopped runtime only queues.
+	if code, sout, serr := runCLI(t, vars, "notify", "project", "Keep it small."); code != 0 || sout != "queued for project\n" {
+		t.Fatalf("notify = %d %q %q", code, sout, serr)
+	}
+	if code, sout, serr := runCLI(t, vars, "notify", "project", "Really small.", "--urgent"); code != 0 || !strings.Contains(sout, "no interruption: no live owner") {
+		t.Fatalf("notify --urgent = %d %q %q", code, sout, serr)
+	}
+
+	// The Planner fails the root this time (after reading both messages).
 	p.script.Add("planner@project", rtt.Emit("failed", "cannot decide", nil))
 	runCLI(t, vars, "run")
 	if out := p.waitRun(t, 2); out != "failed" || p.rootStatus() != "failed" {
@@ -111,7 +120,7 @@ func TestOperatorCommandsRecoverDeadEnds(t *testing.T) {
 	}
 	// Newest first (runtime control through the REST routes is audited as
 	// well; a refused run is not).
-	if want := "cancel_card:refused run reopen_card:ok run write:ok run"; strings.Join(got, " ") != want {
+	if want := "cancel_card:refused run reopen_card:ok run urgent_notification:ok queue_notification:ok write:ok run"; strings.Join(got, " ") != want {
 		b, _ := json.Marshal(acts)
 		t.Errorf("operator actions = %q, want %q\n%s", strings.Join(got, " "), want, b)
 	}

@@ -75,6 +75,7 @@ var Operations = []Operation{
 	{Name: "chat.post", Method: "POST", Path: "/api/chat", Purpose: "Internal Analyst submission.", Body: "json", Statuses: stChatPost},
 	{Name: "analyst.operations", Method: "GET", Path: "/api/analyst/operations", Purpose: "The configured Analyst's operations (this build's addition).", Statuses: stGet},
 	{Name: "analyst.operate", Method: "POST", Path: "/api/analyst/operations/:name", Purpose: "Audited operator invocation of one Analyst operation (this build's addition).", Body: "json", Statuses: []int{200, 400, 401, 404, 409, 415, 500}},
+	{Name: "cards.notify", Method: "POST", Path: "/api/cards/:id/notifications", Purpose: "Operator notification, optionally urgent (this build's addition).", Body: "json", Statuses: []int{200, 400, 401, 404, 409, 415, 500}},
 	{Name: "workflows.presentation", Method: "GET", Path: "/api/workflows/:cardType/presentation", Purpose: "One installed type's presentation topology.", Statuses: stGetID},
 	{Name: "config.get", Method: "GET", Path: "/api/config", Purpose: "Redacted effective configuration.", Statuses: stGet},
 	{Name: "providers.list", Method: "GET", Path: "/api/providers", Purpose: "Process-local routing/capability observation.", Statuses: stGet},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/saivage/runtime"
@@ -61,4 +62,45 @@ func (s *Server) postOperation(w http.ResponseWriter, r *http.Request) error {
 		return conflict("OperationRefused", res.Content)
 	}
 	return s.writeRedacted(w, http.StatusOK, map[string]any{"ok": true, "operation": name, "content": res.Content, "data": res.Data})
+}
+
+type notifyBody struct {
+	Message string `json:"message"`
+	Urgent  bool   `json:"urgent,omitempty"`
+}
+
+// postNotification queues an operator message for a card's designated
+// recipient; urgent also interrupts the work between the card and its
+// nearest live owner (see runtime.UrgentNotify).
+func (s *Server) postNotification(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var b notifyBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if _, err := s.rt.Project().Cards.Get(r.Context(), id); err != nil {
+		return notFound(err.Error())
+	}
+	if !b.Urgent {
+		raw, _ := json.Marshal(map[string]string{"card_id": id, "message": b.Message})
+		res, err := s.rt.Operate(r.Context(), runtime.PrincipalOperator, "queue_notification", raw)
+		switch {
+		case errors.Is(err, runtime.ErrUnknownOperation):
+			return conflict("OperationRefused", "the Analyst does not hold queue_notification")
+		case err != nil:
+			return err
+		case res.IsError:
+			return conflict("OperationRefused", res.Content)
+		}
+		return s.writeRedacted(w, http.StatusOK, map[string]any{"ok": true, "queued": []string{id}, "content": res.Content})
+	}
+	if strings.TrimSpace(b.Message) == "" {
+		return badRequest("InvalidBody", "message is empty")
+	}
+	res, err := s.rt.UrgentNotify(r.Context(), id, runtime.PrincipalOperator, b.Message)
+	_ = s.rt.LogEvent("control_action", map[string]any{"action": "urgent_notification", "card": id, "author": runtime.PrincipalOperator, "ok": err == nil})
+	if err != nil {
+		return conflict("OperationRefused", err.Error())
+	}
+	return s.writeRedacted(w, http.StatusOK, map[string]any{"ok": true, "urgent": res})
 }

@@ -115,6 +115,7 @@ func NewServer(opts ServerOptions) *Server {
 		"chat.post":                   s.postChat,
 		"analyst.operations":          s.getOperations,
 		"analyst.operate":             s.postOperation,
+		"cards.notify":                s.postNotification,
 		"auth.wsTicket":               s.postTicket,
 		"debug.doctor":                s.getDoctor,
 		"debug.errors":                s.getErrors,
