@@ -24,7 +24,7 @@ func startCommand() *command {
 	var pf projectFlags
 	var host, analystMode string
 	var port int
-	var supervise bool
+	var supervise, unit bool
 	return &command{
 		name: "start", summary: "serve the project: operator API, Analyst and runtime",
 		usage: "[--port N] [--host H] [--analyst-mode internal|external|both] [--supervise] [--root DIR] [--config FILE]",
@@ -60,10 +60,14 @@ Settled external calls leave body-free receipts (GET /api/external-tool-calls).`
 			fs.IntVar(&port, "port", 0, "listen port (default $SAIVAGE_PORT, YAML, 4400)")
 			fs.StringVar(&analystMode, "analyst-mode", "", "internal, external or both (default $SAIVAGE_ANALYST_MODE, else internal)")
 			fs.BoolVar(&supervise, "supervise", false, "run the server as a child and start it again when it exits 75 (a confirmed restart)")
+			fs.BoolVar(&unit, "systemd-unit", false, "print a systemd user unit that runs this project's server (restarted on exit 75) and exit")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
 				return usageError{"start takes no arguments"}
+			}
+			if unit {
+				return printSystemdUnit(e, &pf)
 			}
 			if supervise {
 				return superviseStart(ctx, e, os.Args[1:])

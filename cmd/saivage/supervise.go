@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -85,4 +86,34 @@ with the same project. Without a supervisor the server simply stops.`,
 			return nil
 		},
 	}
+}
+
+// printSystemdUnit prints a systemd user unit that serves the selected
+// project and is started again after a confirmed restart (exit 75).
+func printSystemdUnit(e *env, pf *projectFlags) error {
+	opts, _, err := pf.options(e)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program: %w", err)
+	}
+	fmt.Fprintf(e.stdout, `# Save as ~/.config/systemd/user/saivage-%s.service, then:
+#   systemctl --user daemon-reload && systemctl --user enable --now saivage-%[1]s
+[Unit]
+Description=Saivage server for %[2]s
+
+[Service]
+ExecStart=%[3]s start --root %[2]s --config %[4]s
+WorkingDirectory=%[2]s
+# saivage restart makes the server exit 75; other failures restart too.
+Restart=on-failure
+RestartForceExitStatus=75
+SuccessExitStatus=75
+
+[Install]
+WantedBy=default.target
+`, filepath.Base(opts.Root), opts.Root, exe, opts.ConfigPath)
+	return nil
 }

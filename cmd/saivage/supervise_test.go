@@ -138,3 +138,14 @@ func (a api) tryGet(path string, out any) int {
 	}
 	return resp.StatusCode
 }
+
+// TestSystemdUnit: the printed unit serves this project and restarts on 75.
+func TestSystemdUnit(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCLI(t, map[string]string{"SAIVAGE_ROOT": dir}, "start", "--systemd-unit")
+	exe, _ := os.Executable()
+	if code != 0 || !strings.Contains(out, "ExecStart="+exe+" start --root "+dir+" --config "+filepath.Join(dir, ".saivage", "config.yaml")) ||
+		!strings.Contains(out, "RestartForceExitStatus=75") {
+		t.Fatalf("unit = %d %q %q", code, out, errs)
+	}
+}
