@@ -148,4 +148,15 @@ func TestSystemdUnit(t *testing.T) {
 		!strings.Contains(out, "RestartForceExitStatus=75") {
 		t.Fatalf("unit = %d %q %q", code, out, errs)
 	}
+	// systemd itself reads it without complaint (unknown keys and bad values
+	// are reported on its output).
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	file := filepath.Join(t.TempDir(), "saivage-test.service")
+	os.WriteFile(file, []byte(out), 0o644)
+	if b, err := exec.Command(analyze, "verify", file).CombinedOutput(); err != nil || len(b) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, b)
+	}
 }
