@@ -55,18 +55,20 @@ type App struct {
 	URL string
 	// TokenSource says where the bearer token came from.
 	TokenSource string
+	lock        *lock.Lock
+	http        *http.Server
+	served      chan error
+	pub         *state.Publisher
+	restart     chan struct{}
+	restartOnce sync.Once
 	// AnalystMode is the mode frozen at start.
 	AnalystMode config.AnalystMode
 	// AnalystMCPURL is the external Analyst endpoint (external and both
-	// modes only) and AnalystMCPTokenSource where its token came from.
-	AnalystMCPURL, AnalystMCPTokenSource string
-	mcpHTTP                              *http.Server
-	lock                                 *lock.Lock
-	http                                 *http.Server
-	served                               chan error
-	pub                                  *state.Publisher
-	restart                              chan struct{}
-	restartOnce                          sync.Once
+	// modes only).
+	AnalystMCPURL string
+	// AnalystMCPTokenSource says where the endpoint's token came from.
+	AnalystMCPTokenSource string
+	mcpHTTP               *http.Server
 }
 
 // Start takes the project lock, admits the state, settles interrupted
