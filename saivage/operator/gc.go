@@ -14,11 +14,15 @@ import (
 
 // workGC is one work collection request over .saivage/work.
 type workGC struct {
-	dir    string // the project's .saivage
-	procs  []tools.Process
-	mode   string // dry_run | delete
-	before time.Time
-	target *int64
+	dir   string // the project's .saivage
+	root  string // the project directory
+	procs []tools.Process
+	// evidence holds the captures execution evidence names (project
+	// relative, slash-separated).
+	evidence map[string]bool
+	mode     string // dry_run | delete
+	before   time.Time
+	target   *int64
 }
 
 // gcCount is a number of files and their bytes.
@@ -95,7 +99,12 @@ func (s *Server) collectHeld(ctx context.Context, mode string, before time.Time,
 			return refuse("card " + id + " is running on disk with no Run owning it; start a Run (it recovers the card) before collecting")
 		}
 	}
-	return collectWork(ctx, workGC{dir: s.rt.Project().StateDir, procs: procs, mode: mode, before: before, target: target})
+	evidence, err := s.evidenceCaptures(ctx)
+	if err != nil {
+		return refuse("the execution evidence could not be read, so no capture can be proven unreferenced: " + err.Error())
+	}
+	return collectWork(ctx, workGC{dir: s.rt.Project().StateDir, procs: procs, evidence: evidence,
+		mode: mode, before: before, target: target})
 }
 
 // collectWork previews or deletes files under .saivage/work, the caller
@@ -121,8 +130,7 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		res.RetainedCounts.Bytes += size
 		res.Remaining += size
 		if len(res.Retained) < maxRetainedShown {
-			rel, _ := filepath.Rel(g.dir, p)
-			res.Retained = append(res.Retained, gcRetained{Path: filepath.ToSlash(filepath.Join(".saivage", rel)), Reason: why})
+			res.Retained = append(res.Retained, gcRetained{Path: stateRel(g.dir, p), Reason: why})
 		}
 	}
 	err := filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
@@ -145,6 +153,8 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		switch {
 		case !d.Type().IsRegular():
 			retain(p, "not a regular file", 0)
+		case g.evidence[stateRel(g.dir, p)]:
+			retain(p, "named by execution evidence", info.Size())
 		case live[filepath.Clean(p)]:
 			retain(p, "capture of a managed process", info.Size())
 		case !g.before.IsZero() && !info.ModTime().Before(g.before):
@@ -193,4 +203,14 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 	}
 	resp.Disposition, resp.Result = "completed", res
 	return resp
+}
+
+// stateRel names a path under .saivage the way tools display it
+// (".saivage/work/…", relative to the project).
+func stateRel(stateDir, p string) string {
+	rel, err := filepath.Rel(stateDir, p)
+	if err != nil {
+		return ""
+	}
+	return ".saivage/" + filepath.ToSlash(rel)
 }

@@ -53,6 +53,11 @@ func TestWorkGCHoldsARunningRun(t *testing.T) {
 	if res, err := s.app.Runtime.Operate(ctx, runtime.PrincipalOperator, "run_command", json.RawMessage(`{"command":"echo captured"}`)); err != nil || res.IsError {
 		t.Fatalf("run_command = %+v %v", res, err)
 	}
+	// The Analyst's command: its capture is named by execution evidence.
+	s.script.Add("analyst", runtimetest.Call("run_command", map[string]any{"command": "echo evidence"}), runtimetest.Text("ran"))
+	if code, m := s.do("POST", "/api/chat", token, `{"message":"run it","wait":true}`); code != 200 {
+		t.Fatalf("chat = %d %v", code, m)
+	}
 	old := time.Now().Add(-48 * time.Hour)
 	for _, name := range []string{"stash/a.html", "scratch/b.out"} {
 		p := filepath.Join(work, name)
@@ -92,12 +97,14 @@ func TestWorkGCHoldsARunningRun(t *testing.T) {
 	if got.code != 200 || got.a.Disposition != "completed" || got.a.Restoration != "resumed" || got.a.Result.Deleted.Files != 2 || got.a.Result.Deleted.Bytes != 2000 {
 		t.Fatalf("collection = %d %+v", got.code, got.a)
 	}
-	var kept bool
+	reasons := map[string]int{}
 	for _, r := range got.a.Result.Retained {
-		kept = kept || (strings.HasPrefix(r.Path, ".saivage/work/processes/") && r.Reason == "capture of a managed process")
+		if strings.HasPrefix(r.Path, ".saivage/work/processes/") {
+			reasons[r.Reason]++
+		}
 	}
-	if !kept {
-		t.Errorf("the capture was not retained: %+v", got.a.Result.Retained)
+	if reasons["named by execution evidence"] != 1 || reasons["capture of a managed process"] != 1 {
+		t.Errorf("captures were not retained: %+v", got.a.Result.Retained)
 	}
 	// The same Run resumed and finished.
 	poll(t, "the resumed Run to end", func() bool {
