@@ -179,10 +179,24 @@ type servedProject struct {
 	cancel context.CancelFunc
 	done   chan int
 	errb   *syncBuffer
+	out    *syncBuffer
 	code   *int
 }
 
 func startServedProject(t *testing.T, token string) *servedProject {
+	t.Helper()
+	return startServed(t, token, serveOptions{objective: "Greeting files in the repository."})
+}
+
+// serveOptions vary startServed: the init objective ("" initialises
+// without one), extra saivage start arguments and environment.
+type serveOptions struct {
+	objective string
+	startArgs []string
+	vars      map[string]string
+}
+
+func startServed(t *testing.T, token string, so serveOptions) *servedProject {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
@@ -196,7 +210,14 @@ func startServedProject(t *testing.T, token string) *servedProject {
 	port := freePort(t)
 	vars := map[string]string{"SAIVAGE_ROOT": dir, "SAIVAGE_AUTH_TOKEN": token, "SAIVAGE_PORT": port,
 		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
-	if code, _, errs := runCLI(t, vars, "init", "--objective", "Greeting files in the repository."); code != 0 {
+	for k, v := range so.vars {
+		vars[k] = v
+	}
+	initArgs := []string{"init"}
+	if so.objective != "" {
+		initArgs = append(initArgs, "--objective", so.objective)
+	}
+	if code, _, errs := runCLI(t, vars, initArgs...); code != 0 {
 		t.Fatal(errs)
 	}
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
@@ -207,7 +228,10 @@ func startServedProject(t *testing.T, token string) *servedProject {
 	p := &servedProject{api: api{t: t, url: "http://127.0.0.1:" + port, token: token}, dir: dir, vars: vars, script: script,
 		cancel: cancel, done: make(chan int, 1), errb: &syncBuffer{}}
 	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	go func() { p.done <- run(ctx, []string{"start"}, &env{stdout: &out, stderr: p.errb, lookupEnv: lookup}) }()
+	p.out = &out
+	go func() {
+		p.done <- run(ctx, append([]string{"start"}, so.startArgs...), &env{stdout: &out, stderr: p.errb, lookupEnv: lookup})
+	}()
 	t.Cleanup(func() { p.stop() })
 	poll(t, "the server", func() bool {
 		select {

@@ -94,7 +94,7 @@ Templates:
 				fmt.Fprintf(e.stdout, "project already initialised; %d cards admitted\n", p.Graph.Active)
 			}
 			if objective == "" && res.Bootstrapped {
-				fmt.Fprintln(e.stdout, "next: describe the objective in the root card's objective record, then run saivage validate")
+				fmt.Fprintln(e.stdout, "next: write the objective (a Markdown file) into the root card's objective record with the server running: saivage record write project objective FILE")
 			}
 			return nil
 		},
@@ -245,16 +245,25 @@ func cardCommand() *command {
 	var pf projectFlags
 	var history bool
 	return &command{
-		name: "card", summary: "show a card (card show ID)",
-		usage: "show ID [--history] [--json]",
-		help:  "Shows a card's current document, its records and, with --history, every version.",
+		name: "card", summary: "show a card; reopen or cancel it through the live server",
+		usage: "show ID [--history] [--json] | reopen ID | cancel ID",
+		help: `show    prints a card's current document, its records and, with --history,
+        every version (offline).
+reopen  reopens a done, failed or blocked card as changed, with its finished
+        ancestors (the Analyst's reopen_card, through the live server; the
+        runtime must be stopped or paused). Then saivage run.
+cancel  cancels a card and its unfinished descendants (cancel_card).
+reopen and cancel are audited as operator actions (GET /api/control-actions).`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.BoolVar(&history, "history", false, "list every version of the card")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) == 2 && (args[0] == "reopen" || args[0] == "cancel") {
+				return cardAction(ctx, e, &pf, args[0], args[1])
+			}
 			if len(args) != 2 || args[0] != "show" {
-				return usageError{"expected: card show ID"}
+				return usageError{"expected: card show|reopen|cancel ID"}
 			}
 			p, err := pf.open(ctx, e)
 			if err != nil {
@@ -322,12 +331,17 @@ func recordCommand() *command {
 	var pf projectFlags
 	var version int
 	return &command{
-		name: "record", summary: "read records (record show|history|diff CARD NAME)",
-		usage: "show CARD NAME [--version N] | history CARD NAME | diff CARD NAME [FROM [TO]]",
+		name: "record", summary: "read records; write one through the live server",
+		usage: "show CARD NAME [--version N] | history CARD NAME | diff CARD NAME [FROM [TO]] | write CARD NAME FILE",
 		help: `show     prints the current content (open draft, else latest accepted version,
          else the baseline); --version N prints accepted version N (0 = baseline).
 history  lists the accepted versions.
-diff     compares two versions (default: the one before latest with latest).`,
+diff     compares two versions (default: the one before latest with latest).
+write    accepts FILE's text as the record's next version through the live
+         server (the Analyst's direct acceptance; a blocked, done or failed
+         card reopens as changed). The runtime must be stopped or paused.
+         Audited as an operator action. Example, after init without
+         --objective: saivage record write project objective objective.md`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.IntVar(&version, "version", -1, "exact version to show (0 = baseline)")
@@ -337,6 +351,9 @@ diff     compares two versions (default: the one before latest with latest).`,
 				return usageError{"expected: record show|history|diff CARD NAME"}
 			}
 			sub, id, name := args[0], args[1], args[2]
+			if sub == "write" {
+				return recordWrite(ctx, e, &pf, args)
+			}
 			p, err := pf.open(ctx, e)
 			if err != nil {
 				return err

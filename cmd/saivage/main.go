@@ -52,8 +52,8 @@ func (x exitCode) Error() string { return fmt.Sprintf("exit status %d", int(x)) 
 func commands() []*command {
 	return []*command{
 		versionCommand(), initCommand(), validateCommand(), startCommand(), runCommand(),
-		pauseCommand(), resumeCommand(), stopCommand(), statusCommand(),
-		treeCommand(), cardCommand(), recordCommand(),
+		pauseCommand(), resumeCommand(), stopCommand(), restartCommand(), statusCommand(),
+		treeCommand(), cardCommand(), recordCommand(), chatCommand(), gcCommand(), resetCommand(), repairCommand(), notifyCommand(),
 	}
 }
 

@@ -106,7 +106,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"help"}, 0, "saivage <command>"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"init", "--help"}, 0, "Templates:"},
-		{[]string{"card", "list"}, 2, "expected: card show ID"},
+		{[]string{"card", "list"}, 2, "expected: card show|reopen|cancel ID"},
 		{[]string{"version", "--json"}, 0, `"version"`},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,11 +22,12 @@ import (
 
 func startCommand() *command {
 	var pf projectFlags
-	var host string
+	var host, analystMode string
 	var port int
+	var supervise, unit bool
 	return &command{
 		name: "start", summary: "serve the project: operator API, Analyst and runtime",
-		usage: "[--port N] [--host H] [--root DIR] [--config FILE]",
+		usage: "[--port N] [--host H] [--analyst-mode internal|external|both] [--supervise] [--root DIR] [--config FILE]",
 		help: `Takes the project lock, admits the state, settles sessions and cards an
 earlier server left interrupted (running cards become stopped), and serves
 the operator API until interrupted. Execution stays stopped until a Run
@@ -36,32 +38,62 @@ YAML, else 127.0.0.1:4400. Every /api route needs the bearer token from
 SAIVAGE_AUTH_TOKEN, else .saivage/auth-token (generated once, mode 0600).
 The cockpit (the operator's browser view) is served at the same address.
 
-A confirmed POST /api/runtime/restart-server stops the server and exits
-with status 75, so a supervisor (systemd Restart=on-failure, a shell loop)
-starts it again.`,
+A confirmed POST /api/runtime/restart-server (saivage restart) stops the
+server and exits with status 75, so a supervisor starts it again:
+--supervise runs the server as a child process and starts it again
+whenever it exits 75 (any other status ends the supervisor with it), or
+use systemd with RestartForceExitStatus=75.
+
+Analyst mode (--analyst-mode, else SAIVAGE_ANALYST_MODE, else internal),
+frozen for the server's lifetime:
+  internal  the Analyst model answers POST /api/chat (saivage chat).
+  external  the Analyst's tools are served to an external MCP client
+            (streamable HTTP on a loopback port, printed at start, path
+            derived from the project; bearer token from
+            SAIVAGE_ANALYST_MCP_TOKEN, else .saivage/analyst-mcp-token,
+            generated once); POST /api/chat is refused.
+  both      both at once. SAIVAGE_ANALYST_MCP_PORT fixes the MCP port.
+Settled external calls leave body-free receipts (GET /api/external-tool-calls).`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.StringVar(&host, "host", "", "listen address (default $SAIVAGE_HOST, YAML, 127.0.0.1)")
 			fs.IntVar(&port, "port", 0, "listen port (default $SAIVAGE_PORT, YAML, 4400)")
+			fs.StringVar(&analystMode, "analyst-mode", "", "internal, external or both (default $SAIVAGE_ANALYST_MODE, else internal)")
+			fs.BoolVar(&supervise, "supervise", false, "run the server as a child and start it again when it exits 75 (a confirmed restart)")
+			fs.BoolVar(&unit, "systemd-unit", false, "print a systemd user unit that runs this project's server (restarted on exit 75) and exit")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
 				return usageError{"start takes no arguments"}
 			}
+			if unit {
+				return printSystemdUnit(e, &pf)
+			}
+			if supervise {
+				return superviseStart(ctx, e, os.Args[1:])
+			}
 			logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			app, err := operator.Start(ctx, operator.StartOptions{
 				Flags:     config.Flags{Root: pf.root, Config: pf.config, Host: host, Port: port},
-				LookupEnv: e.lookupEnv, Logger: logger,
+				LookupEnv: e.lookupEnv, Logger: logger, AnalystMode: analystMode, Version: Version,
 			})
 			if err != nil {
 				return err
 			}
 			p := app.Runtime.Project()
 			if pf.json {
-				_ = writeJSON(e.stdout, map[string]any{"url": app.URL, "root": p.Root, "token": app.TokenSource, "runtime": app.Runtime.Status().Status})
+				out := map[string]any{"url": app.URL, "root": p.Root, "token": app.TokenSource, "runtime": app.Runtime.Status().Status,
+					"analyst_mode": app.AnalystMode}
+				if app.AnalystMCPURL != "" {
+					out["analyst_mcp"] = map[string]any{"url": app.AnalystMCPURL, "token": app.AnalystMCPTokenSource}
+				}
+				_ = writeJSON(e.stdout, out)
 			} else {
-				fmt.Fprintf(e.stdout, "saivage serving %s at %s\nbearer token: %s\nruntime: %s (saivage run starts the Run)\n",
-					p.Root, app.URL, app.TokenSource, app.Runtime.Status().Status)
+				fmt.Fprintf(e.stdout, "saivage serving %s at %s\nbearer token: %s\nruntime: %s (saivage run starts the Run)\nanalyst: %s\n",
+					p.Root, app.URL, app.TokenSource, app.Runtime.Status().Status, app.AnalystMode)
+				if app.AnalystMCPURL != "" {
+					fmt.Fprintf(e.stdout, "external analyst MCP: %s (bearer token: %s)\n", app.AnalystMCPURL, app.AnalystMCPTokenSource)
+				}
 			}
 			var serveErr error
 			restart := false

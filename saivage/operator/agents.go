@@ -181,6 +181,10 @@ func (s *Server) postChat(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, runtime.ErrBusy):
 		return conflict("Busy", err.Error())
+	case errors.Is(err, runtime.ErrMaintenanceHold):
+		return conflict("MaintenanceHold", err.Error())
+	case errors.Is(err, runtime.ErrInternalDisabled):
+		return conflict("InternalAnalystDisabled", err.Error())
 	case err != nil:
 		return badRequest("InvalidMessage", err.Error())
 	}

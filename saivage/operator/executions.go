@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentstack/agentstack/saivage/conversations"
+	"github.com/agentstack/agentstack/saivage/runtime"
 )
 
 // Limits of the Executions read model.
@@ -56,36 +58,88 @@ func (s *Server) executions(r *http.Request) (string, []execution, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	sessions := s.rt.Project().Sessions
 	out := []execution{}
 	for _, info := range infos {
-		idx, err := sessions.ReadIndex(info.Dir, info.ID)
+		err := s.toolCalls(info, func(seg, i int, call conversations.Row, results map[string]conversations.Row) {
+			out = append(out, s.execution(info.ID, info.Agent, seg, i, call, results))
+		})
 		if err != nil {
 			return "", nil, err
-		}
-		for _, seg := range idx.Segments {
-			rows, err := sessions.Segment(info.Dir, info.ID, seg.N)
-			if err != nil {
-				return "", nil, err
-			}
-			results := map[string]conversations.Row{}
-			for _, row := range rows {
-				if row.Kind == "tool_result" {
-					results[row.CallID] = row
-				}
-			}
-			for i, row := range rows {
-				if row.Kind != "tool_call" {
-					continue
-				}
-				out = append(out, s.execution(info.ID, info.Agent, seg.N, i, row, results))
-			}
 		}
 	}
 	for i := range out {
 		out[i].Ordinal = i
 	}
 	return c.ID, out, nil
+}
+
+// toolCalls calls fn for each tool call of a session, in segment and row
+// order, with the segment's results by call id.
+func (s *Server) toolCalls(info runtime.SessionInfo, fn func(seg, pos int, call conversations.Row, results map[string]conversations.Row)) error {
+	sessions := s.rt.Project().Sessions
+	idx, err := sessions.ReadIndex(info.Dir, info.ID)
+	if err != nil {
+		return err
+	}
+	for _, seg := range idx.Segments {
+		rows, err := sessions.Segment(info.Dir, info.ID, seg.N)
+		if err != nil {
+			return err
+		}
+		results := map[string]conversations.Row{}
+		for _, row := range rows {
+			if row.Kind == "tool_result" {
+				results[row.CallID] = row
+			}
+		}
+		for i, row := range rows {
+			if row.Kind == "tool_call" {
+				fn(seg.N, i, row, results)
+			}
+		}
+	}
+	return nil
+}
+
+// captureOf returns the process capture a tool result names, or "".
+func captureOf(res conversations.Row) string {
+	var rc struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(res.Content, &rc)
+	var proc struct {
+		Output struct {
+			Capture string `json:"capture"`
+		} `json:"output"`
+	}
+	if json.Unmarshal([]byte(rc.Content), &proc) != nil {
+		return ""
+	}
+	return proc.Output.Capture
+}
+
+// evidenceCaptures returns the process captures named by the execution
+// evidence of every global session and reached active card (project
+// relative paths): work GC keeps them.
+func (s *Server) evidenceCaptures(ctx context.Context) (map[string]bool, error) {
+	infos, err := s.rt.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, info := range infos {
+		err := s.toolCalls(info, func(_, _ int, call conversations.Row, results map[string]conversations.Row) {
+			if res, ok := results[call.CallID]; ok {
+				if c := captureOf(res); c != "" {
+					out[filepath.ToSlash(filepath.Clean(c))] = true
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) execution(session, agent string, seg, pos int, call conversations.Row, results map[string]conversations.Row) execution {
@@ -106,14 +160,9 @@ func (s *Server) execution(session, agent string, seg, pos int, call conversatio
 		if rc.IsError {
 			e.State = "failed"
 		}
-		var proc struct {
-			Output struct {
-				Capture string `json:"capture"`
-			} `json:"output"`
-		}
-		if json.Unmarshal([]byte(rc.Content), &proc) == nil && proc.Output.Capture != "" {
-			e.captures = proc.Output.Capture
-			e.Files = append(e.Files, execFile{Key: "output", Label: "command output", Path: proc.Output.Capture})
+		if c := captureOf(res); c != "" {
+			e.captures = c
+			e.Files = append(e.Files, execFile{Key: "output", Label: "command output", Path: c})
 		}
 	}
 	var target struct {

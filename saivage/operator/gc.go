@@ -14,12 +14,15 @@ import (
 
 // workGC is one work collection request over .saivage/work.
 type workGC struct {
-	dir    string // the project's .saivage
-	status runtime.Status
-	procs  []tools.Process
-	mode   string // dry_run | delete
-	before time.Time
-	target *int64
+	dir   string // the project's .saivage
+	root  string // the project directory
+	procs []tools.Process
+	// evidence holds the captures execution evidence names (project
+	// relative, slash-separated).
+	evidence map[string]bool
+	mode     string // dry_run | delete
+	before   time.Time
+	target   *int64
 }
 
 // gcCount is a number of files and their bytes.
@@ -57,26 +60,63 @@ type gcResponse struct {
 // maxRetainedShown bounds the retained paths listed in a result.
 const maxRetainedShown = 50
 
-// collectWork previews or deletes files under .saivage/work. It runs only
-// while no Run executes (autonomous work may be writing there), never
-// touches the capture of a running command, and deletes oldest first until
-// the accounted remainder reaches target_bytes (all eligible files when no
-// target). It never pauses the runtime itself, so restoration is always
-// not_acquired.
-func collectWork(ctx context.Context, g workGC) gcResponse {
-	resp := gcResponse{Mode: g.mode, Restoration: "not_acquired"}
-	switch g.status {
-	case runtime.StatusStopped, runtime.StatusPaused, runtime.StatusError:
-	default:
-		resp.Disposition, resp.Reason = "refused", "the runtime is "+string(g.status)+"; pause or stop it before collecting work"
+// collectHeld runs one collection under the runtime's maintenance hold: a
+// running Run is paused for the collection and resumed afterwards (unless
+// an ordinary Pause, Stop or the Run's end intervened). It refuses, before
+// touching anything, while an MCP server is starting or restarting, while
+// a managed process group is uncontained (every file is retained then),
+// and while a card is running on disk with no Run owning it.
+func (s *Server) collectHeld(ctx context.Context, mode string, before time.Time, target *int64) (resp gcResponse) {
+	resp = gcResponse{Mode: mode, Restoration: runtime.RestorationNotAcquired}
+	refuse := func(why string) gcResponse {
+		resp.Disposition, resp.Reason = "refused", why
 		return resp
 	}
+	for _, st := range s.rt.MCP().Status() {
+		if st.State == "starting" || st.State == "restarting" {
+			return refuse("MCP server " + st.Name + " is " + st.State + "; collect when its lifecycle has settled")
+		}
+	}
+	hold, err := s.rt.Hold(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		resp.Disposition, resp.Reason = "interrupted", "the runtime did not settle within the collection's minute"
+		return resp
+	case err != nil:
+		return refuse(err.Error())
+	}
+	defer func() { resp.Restoration = hold.Release() }()
+	procs := s.rt.Processes().List()
+	for _, p := range procs {
+		if p.State == tools.ProcRunning {
+			return refuse("process " + p.ID + " (" + s.rt.Redact(p.Command) + ") is still running; its group is uncontained, so all work is retained")
+		}
+	}
+	if st := s.rt.Status(); st.Status == runtime.StatusStopped {
+		if id, err := s.rt.RunningCard(ctx); err != nil {
+			return refuse("the card graph could not be read: " + err.Error())
+		} else if id != "" {
+			return refuse("card " + id + " is running on disk with no Run owning it; start a Run (it recovers the card) before collecting")
+		}
+	}
+	evidence, err := s.evidenceCaptures(ctx)
+	if err != nil {
+		return refuse("the execution evidence could not be read, so no capture can be proven unreferenced: " + err.Error())
+	}
+	return collectWork(ctx, workGC{dir: s.rt.Project().StateDir, procs: procs, evidence: evidence,
+		mode: mode, before: before, target: target})
+}
+
+// collectWork previews or deletes files under .saivage/work, the caller
+// holding the runtime. It never touches the capture of a known managed
+// process, and deletes oldest first until the accounted remainder reaches
+// target_bytes (all eligible files when no target).
+func collectWork(ctx context.Context, g workGC) gcResponse {
+	resp := gcResponse{Mode: g.mode}
 	work := filepath.Join(g.dir, "work")
 	live := map[string]bool{}
 	for _, p := range g.procs {
-		if p.State == tools.ProcRunning {
-			live[filepath.Clean(p.Capture)] = true
-		}
+		live[filepath.Clean(p.Capture)] = true
 	}
 	type cand struct {
 		path string
@@ -90,8 +130,7 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		res.RetainedCounts.Bytes += size
 		res.Remaining += size
 		if len(res.Retained) < maxRetainedShown {
-			rel, _ := filepath.Rel(g.dir, p)
-			res.Retained = append(res.Retained, gcRetained{Path: filepath.ToSlash(filepath.Join(".saivage", rel)), Reason: why})
+			res.Retained = append(res.Retained, gcRetained{Path: stateRel(g.dir, p), Reason: why})
 		}
 	}
 	err := filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
@@ -114,8 +153,10 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		switch {
 		case !d.Type().IsRegular():
 			retain(p, "not a regular file", 0)
+		case g.evidence[stateRel(g.dir, p)]:
+			retain(p, "named by execution evidence", info.Size())
 		case live[filepath.Clean(p)]:
-			retain(p, "capture of a running command", info.Size())
+			retain(p, "capture of a managed process", info.Size())
 		case !g.before.IsZero() && !info.ModTime().Before(g.before):
 			retain(p, "modified after before", info.Size())
 		default:
@@ -162,4 +203,14 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 	}
 	resp.Disposition, resp.Result = "completed", res
 	return resp
+}
+
+// stateRel names a path under .saivage the way tools display it
+// (".saivage/work/…", relative to the project).
+func stateRel(stateDir, p string) string {
+	rel, err := filepath.Rel(stateDir, p)
+	if err != nil {
+		return ""
+	}
+	return ".saivage/" + filepath.ToSlash(rel)
 }

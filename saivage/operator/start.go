@@ -40,6 +40,11 @@ type StartOptions struct {
 	Publisher *state.Publisher
 	// Runtime options; Project and Hints are filled in by Start.
 	Runtime runtime.Options
+	// AnalystMode is the --analyst-mode flag ("" = SAIVAGE_ANALYST_MODE,
+	// else internal).
+	AnalystMode string
+	// Version labels the external MCP endpoint's implementation.
+	Version string
 }
 
 // App is a started Saivage server.
@@ -56,6 +61,14 @@ type App struct {
 	pub         *state.Publisher
 	restart     chan struct{}
 	restartOnce sync.Once
+	// AnalystMode is the mode frozen at start.
+	AnalystMode config.AnalystMode
+	// AnalystMCPURL is the external Analyst endpoint (external and both
+	// modes only).
+	AnalystMCPURL string
+	// AnalystMCPTokenSource says where the endpoint's token came from.
+	AnalystMCPTokenSource string
+	mcpHTTP               *http.Server
 }
 
 // Start takes the project lock, admits the state, settles interrupted
@@ -75,6 +88,10 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	mode, _, err := config.ResolveAnalystMode(opts.AnalystMode, opts.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
 	stateDir := filepath.Join(in.Root, config.StateDir)
 	if _, err := os.Stat(stateDir); err != nil {
 		return nil, fmt.Errorf("%s: no Saivage project here (run saivage init first)", in.Root)
@@ -83,7 +100,7 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	app := &App{lock: lk, pub: opts.Publisher, restart: make(chan struct{})}
+	app := &App{lock: lk, pub: opts.Publisher, restart: make(chan struct{}), AnalystMode: mode}
 	defer func() {
 		if err != nil {
 			app.shutdown(context.WithoutCancel(ctx))
@@ -93,15 +110,27 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	token, source, err := authToken(p, opts.LookupEnv)
+	token, source, err := authToken(p, opts.LookupEnv, EnvAuthToken, TokenFile)
 	if err != nil {
 		return nil, err
 	}
 	app.TokenSource = source
+	var mcpToken string
+	if mode.External() {
+		if mcpToken, app.AnalystMCPTokenSource, err = authToken(p, opts.LookupEnv, EnvAnalystMCPToken, AnalystMCPTokenFile); err != nil {
+			return nil, err
+		}
+		if mcpToken == token {
+			return nil, fmt.Errorf("the external Analyst token must differ from the operator token (%s, %s)", EnvAnalystMCPToken, EnvAuthToken)
+		}
+	}
 	hub := NewSyncHub(0)
 	ro := opts.Runtime
-	ro.Project, ro.Hints, ro.LookupEnv = p, hub, opts.LookupEnv
+	ro.Project, ro.Hints, ro.LookupEnv, ro.AnalystMode = p, hub, opts.LookupEnv, mode
 	ro.Secrets = append(ro.Secrets, token)
+	if mcpToken != "" {
+		ro.Secrets = append(ro.Secrets, mcpToken)
+	}
 	if ro.Logger == nil {
 		ro.Logger = opts.Logger
 	}
@@ -127,6 +156,11 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	app.http = &http.Server{Handler: app.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	app.served = make(chan error, 1)
 	go func() { app.served <- app.http.Serve(ln) }()
+	if mode.External() {
+		if err := app.serveAnalystMCP(rt, mcpToken, opts); err != nil {
+			return nil, err
+		}
+	}
 	if err := lk.PublishEndpoint(app.URL); err != nil {
 		return nil, err
 	}
@@ -150,8 +184,36 @@ func (a *App) Close(ctx context.Context) error {
 	return a.shutdown(ctx)
 }
 
+// serveAnalystMCP listens on loopback (SAIVAGE_ANALYST_MCP_PORT, else any
+// free port) for the external Analyst endpoint.
+func (a *App) serveAnalystMCP(rt *runtime.Runtime, token string, opts StartOptions) error {
+	port := "0"
+	if v, ok := opts.LookupEnv(EnvAnalystMCPPort); ok && strings.TrimSpace(v) != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s %q: must be a port number 1..65535", EnvAnalystMCPPort, v)
+		}
+		port = strings.TrimSpace(v)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return fmt.Errorf("listen for the external Analyst on 127.0.0.1:%s: %w", port, err)
+	}
+	path := AnalystMCPPath(rt.Project().Root)
+	mux := http.NewServeMux()
+	mux.Handle(path, newAnalystMCP(rt, token, opts.Version, opts.Logger))
+	a.AnalystMCPURL = "http://" + ln.Addr().String() + path
+	a.mcpHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.mcpHTTP.Serve(ln) }()
+	return nil
+}
+
 func (a *App) shutdown(ctx context.Context) error {
 	var errs []error
+	if a.mcpHTTP != nil {
+		// Closing the listener ends requests; accepted operations keep
+		// running until the runtime joins them below.
+		_ = a.mcpHTTP.Close()
+	}
 	if a.http != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := a.http.Shutdown(sctx); err != nil {
@@ -173,16 +235,16 @@ func (a *App) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// authToken returns SAIVAGE_AUTH_TOKEN, else .saivage/auth-token, created
-// once with a random value and mode 0600.
-func authToken(p *project.Project, lookupEnv func(string) (string, bool)) (token, source string, err error) {
-	if v, ok := lookupEnv(EnvAuthToken); ok {
+// authToken returns the environment variable envName, else .saivage/file,
+// created once with a random value and mode 0600.
+func authToken(p *project.Project, lookupEnv func(string) (string, bool), envName, file string) (token, source string, err error) {
+	if v, ok := lookupEnv(envName); ok {
 		if v = strings.TrimSpace(v); v == "" {
-			return "", "", fmt.Errorf("%s is set but empty", EnvAuthToken)
+			return "", "", fmt.Errorf("%s is set but empty", envName)
 		}
-		return v, EnvAuthToken, nil
+		return v, envName, nil
 	}
-	path := filepath.Join(p.StateDir, TokenFile)
+	path := filepath.Join(p.StateDir, file)
 	tok, err := ReadTokenFile(path)
 	if err == nil {
 		return tok, path, nil

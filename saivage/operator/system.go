@@ -462,10 +462,7 @@ func (s *Server) postGCWork(w http.ResponseWriter, r *http.Request) error {
 	defer s.gc.Unlock()
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
-	res := collectWork(ctx, workGC{
-		dir: s.rt.Project().StateDir, status: s.rt.Status().Status, procs: s.rt.Processes().List(),
-		mode: req.Mode, before: before, target: req.TargetBytes,
-	})
+	res := s.collectHeld(ctx, req.Mode, before, req.TargetBytes)
 	if res.Disposition != "refused" {
 		_ = s.rt.LogEvent("control_action", map[string]any{"action": "gc_work", "mode": req.Mode, "author": "operator", "disposition": res.Disposition})
 	}

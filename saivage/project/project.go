@@ -137,7 +137,7 @@ func Open(ctx context.Context, opts Options) (*Project, error) {
 		return nil, fmt.Errorf("%s: project is not initialised (run saivage init)", p.StateDir)
 	}
 	if len(absent) > 0 {
-		return nil, fmt.Errorf("%s: partial generated state: %s present but %s missing", p.StateDir, strings.Join(present, ", "), strings.Join(absent, ", "))
+		return nil, fmt.Errorf("%s: partial generated state: %s present but %s missing (an interrupted saivage reset: run saivage reset --yes again to finish it)", p.StateDir, strings.Join(present, ", "), strings.Join(absent, ", "))
 	}
 	if err := p.admit(ctx, opts.ReadOnly); err != nil {
 		return nil, err

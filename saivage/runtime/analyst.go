@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -69,11 +68,20 @@ func (a *Analyst) Info() AnalystInfo {
 // appended to the session before Submit returns; the turn runs in the
 // background. done is closed when the turn has ended.
 func (a *Analyst) Submit(ctx context.Context, text string) (id string, done <-chan struct{}, err error) {
+	if !a.rt.AnalystMode().Internal() {
+		return "", nil, ErrInternalDisabled
+	}
 	if strings.TrimSpace(text) == "" {
 		return "", nil, errors.New("the message is empty")
 	}
 	if len(text) > MaxChatMessage {
 		return "", nil, fmt.Errorf("the message is %d bytes; the limit is %d", len(text), MaxChatMessage)
+	}
+	a.rt.mu.Lock()
+	held := a.rt.heldLocked()
+	a.rt.mu.Unlock()
+	if held {
+		return "", nil, ErrMaintenanceHold
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -128,19 +136,29 @@ func (a *Analyst) Wait(ctx context.Context) (*TurnResult, error) {
 
 func (a *Analyst) turn(ctx context.Context, id string, sess *session, route RouteBinding, names []string, done chan struct{}) {
 	rt := a.rt
-	ag, _ := rt.p.Workflows.Agent(sess.agent)
-	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
-		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
-		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
-		Caller: tools.Caller{Agent: sess.agent, RecordWrites: ag.MayWrite, Tools: names}}
+	env, _ := rt.analystEnv("")
 	bound, _ := tools.Build(names, env)
+	out := rt.globalTurn(ctx, sess, id, route, bound, "Records are read and written through record paths "+
+		"(record:CARD/NAME, record:CARD/NAME@N for an exact version). Card maintenance needs the runtime stopped or paused.")
+	rt.logEvent("analyst_turn", map[string]any{"turn": id, "error": out.Error})
+	a.mu.Lock()
+	a.busy, a.last, a.cancel = false, out, nil
+	a.mu.Unlock()
+	close(done)
+	rt.hint("analyst", "")
+}
+
+// globalTurn runs one turn of a global session (the Analyst, an Oversight
+// check) over the session's current rows, whose last rows are the turn's
+// marker and input. A failed turn leaves a notice for the next one.
+func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, route RouteBinding, bound []agent.Tool, guidance string) *TurnResult {
+	ag, _ := rt.p.Workflows.Agent(sess.agent)
 	iv := &invoker{rt: rt, route: route, sess: sess, system: func() string {
 		var b strings.Builder
 		if ag.Prompt != nil {
 			b.WriteString(strings.TrimSpace(ag.Prompt.Text) + "\n\n")
 		}
-		fmt.Fprintf(&b, "You are the %s of the Saivage project in %s. Records are read and written through record paths "+
-			"(record:CARD/NAME, record:CARD/NAME@N for an exact version). Card maintenance needs the runtime stopped or paused.", sess.agent, rt.root())
+		fmt.Fprintf(&b, "You are the %s of the Saivage project in %s. %s", sess.agent, rt.root(), guidance)
 		return b.String()
 	}, tail: func(ctx context.Context) string {
 		st := rt.Status()
@@ -173,12 +191,7 @@ func (a *Analyst) turn(ctx context.Context, id string, sess *session, route Rout
 	if out.Error != "" && ctx.Err() == nil {
 		_ = sess.append(noticeRow("turn-"+state.NewUUID(), "The previous turn ended with an error: "+out.Error))
 	}
-	rt.logEvent("analyst_turn", map[string]any{"turn": id, "error": out.Error})
-	a.mu.Lock()
-	a.busy, a.last, a.cancel = false, out, nil
-	a.mu.Unlock()
-	close(done)
-	rt.hint("analyst", "")
+	return out
 }
 
 // close refuses new submissions and cancels a running turn.

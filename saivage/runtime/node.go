@@ -97,6 +97,11 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 	if c, err = rt.p.Cards.Activate(ctx, id); err != nil {
 		return tools.ChildOutcome{}, err
 	}
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rt.acts.set(id, cancel)
+	defer rt.acts.clear(id)
 	rt.pushActivation(id)
 	defer rt.popActivation(id)
 	rt.hint("card", id)
@@ -111,6 +116,9 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 	act := &activation{card: c, tbl: tbl, accepted: map[string]acceptedResult{}}
 	for {
 		res, err := rt.runNode(ctx, act, node, prompts)
+		if cause := context.Cause(ctx); err != nil && parent.Err() == nil && errors.Is(cause, errUrgent) {
+			return rt.urgentStop(parent, id, cause)
+		}
 		if err != nil {
 			return tools.ChildOutcome{}, err
 		}

@@ -113,3 +113,24 @@ func (rt *Runtime) recoverCard(ctx context.Context, id string) error {
 	rt.logEvent("card_recovered", map[string]any{"card": id, "status": "stopped", "sessions": settled})
 	return nil
 }
+
+// RunningCard returns a card published running (the first one found from
+// the root), or "" when none is.
+func (rt *Runtime) RunningCard(ctx context.Context) (string, error) {
+	queue := []string{cards.RootID}
+	for len(queue) > 0 {
+		c, err := rt.p.Cards.Get(ctx, queue[0])
+		if err != nil {
+			return "", err
+		}
+		queue = queue[1:]
+		if c.Tombstoned() {
+			continue
+		}
+		if c.Status == cards.Running {
+			return c.ID, nil
+		}
+		queue = append(queue, c.Children...)
+	}
+	return "", nil
+}

@@ -83,6 +83,11 @@ type Options struct {
 	// Secrets are extra values redacted from model-visible and operator
 	// output (the operator token, for example).
 	Secrets []string
+	// Clock drives the Oversight schedule (default: the real clock).
+	Clock Clock
+	// AnalystMode is frozen at start (default internal): external-only
+	// refuses internal Analyst submissions.
+	AnalystMode config.AnalystMode
 }
 
 // Runtime is one project's live runtime.
@@ -108,8 +113,12 @@ type Runtime struct {
 	resume    chan struct{}
 	inflight  int
 	stack     []string
+	hold      *MaintenanceHold
+	acts      activations
 
-	analyst *Analyst
+	analyst   *Analyst
+	ops       *operations
+	oversight *oversight
 }
 
 // New binds the project's model routes and returns an uninitialized
@@ -153,6 +162,8 @@ func New(opts Options) (*Runtime, error) {
 	rt.procs = tools.NewProcesses(tools.ProcessesOptions{CaptureDir: filepath.Join(p.StateDir, "work", "processes"), Environ: opts.Environ})
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	rt.analyst = newAnalyst(rt)
+	rt.ops = newOperations()
+	rt.oversight = newOversight(rt, opts.Clock)
 	return rt, nil
 }
 
@@ -232,6 +243,7 @@ func (rt *Runtime) startup(ctx context.Context) error {
 // Close halts any Run and contains every managed process.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.analyst.close()
+	rt.ops.close()
 	rt.mu.Lock()
 	var err error
 	switch rt.status {
@@ -241,6 +253,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.setStatusLocked(StatusClosing)
 		rt.mu.Unlock()
 	}
+	rt.oversight.close()
 	rt.procs.KillWhere(func(string) bool { return true })
 	rt.mcp.Close()
 	return err

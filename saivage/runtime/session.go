@@ -19,6 +19,8 @@ const (
 	markerNotice  = "notice"  // a runtime notice shown to the model
 	markerTurn    = "turn"    // an Analyst turn began
 	markerRefusal = "refusal" // a content-policy refusal
+	// markerOversight: an Oversight check began.
+	markerOversight = "oversight_check"
 )
 
 // UncertaintyResult is the failed result recovery gives a tool call whose

@@ -78,6 +78,7 @@ func (rt *Runtime) setStatusLocked(s Status) {
 		return
 	}
 	rt.status = s
+	rt.oversight.statusChanged(s)
 	rt.observe(Observation{Kind: ObsStatus, Status: s})
 	rt.hint("runtime", "")
 }
@@ -99,6 +100,9 @@ func (rt *Runtime) InterventionAllowed() error {
 func (rt *Runtime) Run(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.heldLocked() {
+		return fmt.Errorf("run: %w", ErrMaintenanceHold)
+	}
 	switch rt.status {
 	case StatusStopped:
 	case StatusError:
@@ -133,6 +137,12 @@ func (rt *Runtime) runLoop(ctx context.Context, runID string, done chan struct{}
 	err := rt.recoverChain(ctx)
 	if err == nil {
 		out, err = rt.executeCard(ctx, cards.RootID)
+		// An urgent root replacement: the root was stopped; one STOPPED
+		// activation replaces it in the same Run.
+		for err == nil && out.Status == string(cards.Stopped) && ctx.Err() == nil {
+			rt.logEvent("root_replaced", map[string]any{"run_id": runID, "reason": out.Reason})
+			out, err = rt.executeCard(ctx, cards.RootID)
+		}
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -162,6 +172,9 @@ func (rt *Runtime) Pause(ctx context.Context) error {
 	defer rt.mu.Unlock()
 	switch rt.status {
 	case StatusPausing, StatusPaused:
+		if rt.hold != nil {
+			rt.hold.withdrawn = true // an ordinary Pause takes the hold's pause over
+		}
 		return nil
 	case StatusRunning:
 	default:
@@ -181,6 +194,9 @@ func (rt *Runtime) Pause(ctx context.Context) error {
 func (rt *Runtime) Resume(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.heldLocked() {
+		return fmt.Errorf("resume: %w", ErrMaintenanceHold)
+	}
 	switch rt.status {
 	case StatusPausing, StatusPaused:
 	case StatusRunning:

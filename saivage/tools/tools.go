@@ -44,6 +44,10 @@ type Caller struct {
 	// Tools are the tool names bound for the caller (write authority on
 	// records needs the write tool even when edit is used).
 	Tools []string
+	// Principal, when set, is the author label of a non-model caller of the
+	// Analyst's operations ("operator", "external:mcp"): it names the
+	// credential used, not a verified client identity.
+	Principal string
 }
 
 // Has reports whether the caller holds tool name.
@@ -53,7 +57,12 @@ func (c Caller) Has(name string) bool { return slices.Contains(c.Tools, name) }
 func (c Caller) Global() bool { return c.Card == "" }
 
 // Author is the author label written into records and cards.
-func (c Caller) Author() string { return "agent:" + c.Agent }
+func (c Caller) Author() string {
+	if c.Principal != "" {
+		return c.Principal
+	}
+	return "agent:" + c.Agent
+}
 
 // Status is the runtime observation tools report.
 type Status struct {

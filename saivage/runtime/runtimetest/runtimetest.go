@@ -77,8 +77,9 @@ func CallerKey(req llmtest.Request) string {
 		if n, _ := fmt.Sscanf(rest, "%s agent working on card %s", &agent, &card); n == 2 {
 			return agent + "@" + card
 		}
-		if strings.HasPrefix(rest, "analyst of") {
-			return "analyst"
+		// A global agent ("You are the analyst of …", "the oversight of …").
+		if agent, _, ok := strings.Cut(rest, " of "); ok && agent != "" && !strings.ContainsAny(agent, " \n") {
+			return agent
 		}
 	}
 	return "?"

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/agentstack/agentstack/saivage/cards"
+	"github.com/agentstack/agentstack/saivage/project"
+)
+
+func resetCommand() *command {
+	var pf projectFlags
+	var yes bool
+	var title, objective string
+	return &command{
+		name: "reset", summary: "discard the generated state and start the project afresh (offline)",
+		usage: "[--yes] [--title TEXT] [--objective TEXT] [--root DIR] [--json]",
+		help: `Reports what a reset removes, then, with --yes, removes exactly the generated
+state (.saivage/cards, agents, logs and work: every card, record, conversation
+and event) and publishes a fresh project with a new root card, as init does.
+Everything else stays: the source tree, config.yaml, prompts, skills, the
+tokens and any other file under .saivage.
+
+Offline only: any project lock refuses it (stop the server first; a stale
+lock needs a manual check). The configuration must compile. An interrupted
+reset leaves a partial state that saivage start refuses; run saivage reset
+--yes again to finish it.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&yes, "yes", false, "perform the reset (without it, only the report is printed)")
+			fs.StringVar(&title, "title", "", "title of the new root card (default \"Project\")")
+			fs.StringVar(&objective, "objective", "", "accept this text as the new root card's objective record")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageError{"reset takes no arguments"}
+			}
+			opts, _, err := pf.options(e)
+			if err != nil {
+				return err
+			}
+			plan, err := project.PlanReset(opts)
+			if err != nil {
+				return err
+			}
+			if !pf.json {
+				fmt.Fprintf(e.stdout, "reset of %s removes:\n", plan.StateDir)
+				for _, r := range plan.Remove {
+					if r.Present {
+						fmt.Fprintf(e.stdout, "  %-7s %d files, %d bytes\n", r.Name+"/", r.Files, r.Bytes)
+					} else {
+						fmt.Fprintf(e.stdout, "  %-7s (absent)\n", r.Name+"/")
+					}
+				}
+				fmt.Fprintf(e.stdout, "and keeps: %v and the source tree\n", plan.Keep)
+			}
+			if !yes {
+				if pf.json {
+					return writeJSON(e.stdout, map[string]any{"plan": plan, "done": false})
+				}
+				fmt.Fprintln(e.stdout, "nothing changed: run saivage reset --yes to reset")
+				return exitCode(1)
+			}
+			p, err := project.Reset(ctx, project.InitOptions{Options: opts, Title: title, Objective: objective})
+			if err != nil {
+				return err
+			}
+			if pf.json {
+				return writeJSON(e.stdout, map[string]any{"plan": plan, "done": true, "cards": p.Graph.Active})
+			}
+			fmt.Fprintf(e.stdout, "reset: fresh project with root card %q\n", cards.RootID)
+			return nil
+		},
+	}
+}
+
+func repairCommand() *command {
+	var pf projectFlags
+	var yes bool
+	return &command{
+		name: "repair", summary: "report damaged selectors and restore their previous version (offline)",
+		usage: "[--yes] [--root DIR] [--json]",
+		help: `Admits the project read-only and, for each file admission refuses, looks for
+the selector of that file (a card or record head.json, a session index.json)
+whose previous selector (head.prev.json, index.prev.json) exists. Each
+restoration is proven first on a copy of the state: it must cure exactly
+that damage. The report comes first; with --yes the restorations are
+applied under the project lock (refused while any lock exists), after
+checking that neither selector changed since the inspection.
+
+Only the immediate predecessor is ever used, so a restored card or record
+loses its latest change (a card may lose its newest children, which stay
+on disk unreferenced). Damage no previous selector cures is reported and
+nothing is changed: inspect it by hand or saivage reset. Torn tails of
+growing logs are not damage: saivage start truncates them.`,
+		flags: func(fs *flag.FlagSet) {
+			pf.register(fs)
+			fs.BoolVar(&yes, "yes", false, "apply the restorations (without it, only the report is printed)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageError{"repair takes no arguments"}
+			}
+			opts, _, err := pf.options(e)
+			if err != nil {
+				return err
+			}
+			rep, err := project.InspectRepair(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if pf.json {
+				if err := writeJSON(e.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				if rep.Healthy {
+					fmt.Fprintln(e.stdout, "the project admits cleanly: nothing to repair")
+				}
+				for _, c := range rep.Candidates {
+					fmt.Fprintf(e.stdout, "restore .saivage/%s from its previous selector\n  because: %s\n", c.Selector, c.Problem)
+				}
+				if rep.Unrepaired != "" {
+					fmt.Fprintf(e.stdout, "no restoration cures: %s\n", rep.Unrepaired)
+				}
+			}
+			switch {
+			case rep.Unrepaired != "":
+				return fmt.Errorf("damage remains that repair cannot cure; nothing was changed")
+			case rep.Healthy:
+				return nil
+			case !yes:
+				if !pf.json {
+					fmt.Fprintln(e.stdout, "nothing changed: run saivage repair --yes to apply")
+				}
+				return exitCode(1)
+			}
+			if err := project.Repair(ctx, opts, rep); err != nil {
+				return err
+			}
+			if !pf.json {
+				fmt.Fprintf(e.stdout, "repaired: %d selector(s) restored; the project admits\n", len(rep.Candidates))
+			}
+			return nil
+		},
+	}
+}
