@@ -102,6 +102,15 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	ro := opts.Runtime
 	ro.Project, ro.Hints, ro.LookupEnv = p, hub, opts.LookupEnv
 	ro.Secrets = append(ro.Secrets, token)
+	if err := ro.BackendsFromEnv(opts.LookupEnv); err != nil {
+		return nil, err
+	}
+	if ro.RestartServer == nil {
+		ro.RestartServer = func(context.Context, string) error {
+			app.restartOnce.Do(func() { close(app.restart) })
+			return nil
+		}
+	}
 	if ro.Logger == nil {
 		ro.Logger = opts.Logger
 	}

@@ -58,7 +58,7 @@ func (s *Server) boundedEvents(types []string, key string) func(w http.ResponseW
 // getControlActions lists runtime control and reconfiguration actions,
 // newest first: evidence of what was asked, not of its effects.
 func (s *Server) getControlActions(w http.ResponseWriter, r *http.Request) error {
-	return s.boundedEvents([]string{"control_action", "config_replaced"}, "actions")(w, r)
+	return s.boundedEvents(tools.ControlEventTypes(), "actions")(w, r)
 }
 
 // getExternalCalls lists the body-free receipts of settled external (MCP)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +104,7 @@ func (a *Analyst) Submit(ctx context.Context, text string) (id string, done <-ch
 	ch := make(chan struct{})
 	a.done = ch
 	a.rt.hint("analyst", "")
-	go a.turn(turnCtx, id, sess, route, ag.Tools, ch)
+	go a.turn(turnCtx, id, sess, route, ag.BoundTools(), ch)
 	return id, ch, nil
 }
 
@@ -129,11 +128,8 @@ func (a *Analyst) Wait(ctx context.Context) (*TurnResult, error) {
 func (a *Analyst) turn(ctx context.Context, id string, sess *session, route RouteBinding, names []string, done chan struct{}) {
 	rt := a.rt
 	ag, _ := rt.p.Workflows.Agent(sess.agent)
-	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
-		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
-		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
-		Caller: tools.Caller{Agent: sess.agent, RecordWrites: ag.MayWrite, Tools: names}}
-	bound, _ := tools.Build(names, env)
+	env := rt.toolEnv(tools.Caller{Agent: sess.agent, RecordWrites: ag.MayWrite, Tools: names})
+	bound, buildErr := tools.Build(names, env)
 	iv := &invoker{rt: rt, route: route, sess: sess, system: func() string {
 		var b strings.Builder
 		if ag.Prompt != nil {
@@ -151,6 +147,9 @@ func (a *Analyst) turn(ctx context.Context, id string, sess *session, route Rout
 		return fmt.Sprintf("Runtime status: %s. Root card %s is %s. Active cards: %v.", st.Status, root.ID, root.Status, st.Activations)
 	}}
 	cur, err := sess.current()
+	if err == nil {
+		err = buildErr
+	}
 	var res *agent.RunResult
 	var runErr error
 	rec := newRecorder(sess, id, func() bool { return ctx.Err() != nil }, func(error) {})

@@ -40,6 +40,12 @@ func (a Agent) MayWrite(record string) bool {
 	return false
 }
 
+// BoundTools are the tool identities the agent is bound with: its tools
+// followed by its quality tools.
+func (a Agent) BoundTools() []string {
+	return append(slices.Clone(a.Tools), a.QualityTools...)
+}
+
 // Set is the compiled workflow of a whole configuration.
 type Set struct {
 	tables    map[string]*Table
@@ -200,6 +206,10 @@ func (c *compiler) agent(name string, a config.Agent) (Agent, error) {
 			return Agent{}, fail(tp, "emit_result is generated per node and cannot be configured")
 		case !knownTools[t]:
 			return Agent{}, fail(tp, "unknown tool %q", t)
+		case unprovidedTools[t] != "":
+			return Agent{}, fail(tp, "tool %q %s", t, unprovidedTools[t])
+		case t == "skill" && !a.Skills:
+			return Agent{}, fail(tp, "tool skill needs skills: true on agent %q", name)
 		case seen[t]:
 			return Agent{}, fail(tp, "tool %q listed twice", t)
 		case a.Session == "global" && cardOnlyTools[t]:
@@ -208,9 +218,14 @@ func (c *compiler) agent(name string, a config.Agent) (Agent, error) {
 		seen[t] = true
 	}
 	for i, q := range a.QualityTools {
-		if !knownQualityTools[q] {
-			return Agent{}, fail(fmt.Sprintf("%s.quality_tools[%d]", p, i), "unknown quality tool %q", q)
+		qp := fmt.Sprintf("%s.quality_tools[%d]", p, i)
+		switch {
+		case !knownQualityTools[q]:
+			return Agent{}, fail(qp, "unknown quality tool %q", q)
+		case seen[q]:
+			return Agent{}, fail(qp, "quality tool %q listed twice", q)
 		}
+		seen[q] = true
 	}
 	for i, g := range a.RecordWrites {
 		if _, err := path.Match(g, "x"); err != nil {
@@ -433,6 +448,7 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			}
 			out.Tools = append(out.Tools, tool)
 		}
+		out.Tools = append(out.Tools, a.QualityTools...)
 		out.DataFields = map[string]DataField{}
 		for _, fn := range sorted(e.DataInputs) {
 			f, err := dataField(ep+".data_inputs."+fn, fn, e.DataInputs[fn])

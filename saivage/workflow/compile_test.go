@@ -39,8 +39,13 @@ func TestCompileBuiltinTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := set.CardTypes(); !slices.Equal(got, []string{"goal", "project", "task"}) {
-				t.Fatalf("card types = %v", got)
+			want := map[string][]string{
+				"classic":       {"goal", "project", "task"},
+				"classic-typed": {"architecture", "goal", "implementation", "project", "research", "test"},
+				"paad-typed":    {"architecture", "goal", "implementation", "project", "research", "test"},
+			}[tpl.Name]
+			if got := set.CardTypes(); !slices.Equal(got, want) {
+				t.Fatalf("card types = %v, want %v", got, want)
 			}
 		})
 	}
@@ -192,6 +197,17 @@ func TestCompileRejects(t *testing.T) {
 		{"unknown tool", func(c *config.Config) {
 			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "teleport") })
 		}, "agents.executor.tools[22]", "unknown tool"},
+		{"tool this build cannot provide", func(c *config.Config) {
+			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "checkpoint_source") })
+		}, "agents.executor.tools[22]", `tool "checkpoint_source" needs the native Git workflow`},
+		{"skill without skills", func(c *config.Config) {
+			agent(c, "reviewer", func(a *config.Agent) { a.Skills = false })
+		}, "agents.reviewer.tools[12]", "skill needs skills: true"},
+		{"quality tool listed twice", func(c *config.Config) {
+			agent(c, "executor", func(a *config.Agent) {
+				a.QualityTools = []string{"code_quality_python_ruff", "code_quality_python_ruff"}
+			})
+		}, "agents.executor.quality_tools[1]", "listed twice"},
 		{"emit_result configured", func(c *config.Config) {
 			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "emit_result") })
 		}, "agents.executor.tools[22]", "generated"},
@@ -413,20 +429,25 @@ func TestCompileActionNodeWithOutputRecord(t *testing.T) {
 
 func TestCompileHasNoFileEffectsBeyondPrompts(t *testing.T) {
 	cfg, files := classic(t)
+	tpl, _ := templates.Lookup("classic")
+	paths, err := tpl.Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// An in-memory FS proves compilation needs nothing but read access.
 	mem := fstest.MapFS{}
-	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			b, _ := fs.ReadFile(files, p)
-			mem[p] = &fstest.MapFile{Data: b}
+	for _, p := range paths {
+		b, err := fs.ReadFile(files, p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		mem[p] = &fstest.MapFile{Data: b}
+	}
 	if _, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem}); err != nil {
 		t.Fatal(err)
 	}
 	delete(mem, "prompts/nodes/rework.md")
-	_, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem})
+	_, err = workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem})
 	if err == nil || !strings.Contains(err.Error(), "card_types.task.workflow.nodes.review.edges.done.otherwise.prompt.reference") {
 		t.Fatalf("err = %v", err)
 	}
