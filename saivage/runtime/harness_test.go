@@ -31,6 +31,8 @@ type env struct {
 
 type envOptions struct {
 	objective string
+	// template is the init template ("" for classic).
+	template string
 	// configEdit rewrites config.yaml before the project is opened.
 	configEdit func(string) string
 	rtOpts     runtime.Options
@@ -45,7 +47,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.objective == "" {
 		o.objective = "Build a hello tool."
 	}
-	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: o.objective}); err != nil {
+	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: o.objective, Template: o.template}); err != nil {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
