@@ -130,6 +130,9 @@ func (rt *Runtime) finishCard(ctx context.Context, act *activation, res nodeResu
 	if _, err := rt.p.Cards.Finish(ctx, id, status); err != nil {
 		return tools.ChildOutcome{}, err
 	}
+	// The advisory hook runs after the natural publication and is joined
+	// before the outcome is delivered; it never changes the outcome.
+	rt.runHook(ctx, act, string(status))
 	out := tools.ChildOutcome{Card: id, Status: string(status), Reason: res.reason}
 	promoted := res.result
 	if p := res.tr.Promote; p != nil && p.LatestNode != "" {
@@ -189,8 +192,8 @@ func (rt *Runtime) root() string {
 // Run halts (error).
 func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, prompts []*workflow.Prompt) (nodeResult, error) {
 	nd, _ := act.tbl.Node(name)
-	if nd.Kind != workflow.NodeAgent {
-		return nodeResult{terminal: "FAILED", reason: fmt.Sprintf("node %s runs action %s, which this build does not execute", name, nd.Action)}, nil
+	if nd.Kind == workflow.NodeAction {
+		return rt.runAction(ctx, act, name, nd)
 	}
 	ag, _ := rt.p.Workflows.Agent(nd.Agent)
 	route, ok := rt.models.Route(ag.ModelRoute)

@@ -55,14 +55,6 @@ var knownQualityTools = setOf(
 	"code_quality_javascript_eslint", "code_quality_python_ruff", "code_quality_typescript_eslint",
 )
 
-// knownActions are the built-in action identities with their contract version.
-var knownActions = map[string]int{
-	"shell.run":                      1,
-	"code_quality.javascript_eslint": 1,
-	"code_quality.python_ruff":       1,
-	"code_quality.typescript_eslint": 1,
-}
-
 // OversightAllowed reports whether an Oversight agent may hold tool name.
 func OversightAllowed(name string) bool { return oversightAllowedTools[name] }
 

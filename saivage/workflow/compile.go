@@ -382,6 +382,15 @@ func (c *compiler) cardType(name string, ct config.CardType) (*Table, error) {
 				return nil, fail(fmt.Sprintf("%s.statuses[%d]", hp, i), "must be done, blocked or failed, not %q", s)
 			}
 		}
+		hook := &Hook{Action: h.Execution.Action, ContractVersion: h.Execution.ContractVersion, Config: h.Execution.Config,
+			Statuses: slices.Clone(h.Statuses), Inputs: map[string]any{}}
+		for in, v := range h.Execution.Inputs {
+			if v.Source != "" || v.Literal == nil {
+				return nil, fail(hp+".execution.inputs."+in, "a hook takes literal inputs only")
+			}
+			hook.Inputs[in] = v.Literal
+		}
+		t.hook = hook
 	}
 	agents := map[string]bool{}
 	for _, n := range t.nodes {
@@ -391,20 +400,6 @@ func (c *compiler) cardType(name string, ct config.CardType) (*Table, error) {
 	}
 	t.agents = sorted(agents)
 	return t, nil
-}
-
-func (c *compiler) action(p string, e config.Execution) error {
-	if e.Agent != "" || e.Prompt != nil || e.CorrectionPrompt != nil || e.DataInputs != nil {
-		return fail(p, "action executions take action, config, contract_version and inputs only")
-	}
-	v, ok := knownActions[e.Action]
-	if !ok {
-		return fail(p+".action", "unknown action %q", e.Action)
-	}
-	if e.ContractVersion != v {
-		return fail(p+".contract_version", "action %q uses contract version %d", e.Action, v)
-	}
-	return nil
 }
 
 func (c *compiler) node(typeName string, ct config.CardType, nn string, n config.Node) (Node, error) {
@@ -463,12 +458,22 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			return Node{}, err
 		}
 		out.Action, out.ContractVersion, out.ActionConfig = e.Action, e.ContractVersion, e.Config
+		out.DataFields = ActionFields(e.Action)
+		for en := range n.Edges {
+			if !slices.Contains(actionOutcomes, en) {
+				return Node{}, fail(np+".edges."+en, "action nodes route the outcomes done and failed, not %q", en)
+			}
+		}
 	default:
 		return Node{}, fail(ep+".kind", `must be "agent" or "action", not %q`, e.Kind)
 	}
 	for _, in := range sorted(e.Inputs) {
 		v := e.Inputs[in]
 		ip := ep + ".inputs." + in
+		if out.Inputs == nil {
+			out.Inputs = map[string]Input{}
+		}
+		out.Inputs[in] = Input{Literal: v.Literal, Source: v.Source}
 		if (v.Literal == nil) == (v.Source == "") {
 			return Node{}, fail(ip, "give exactly one of literal or source")
 		}
@@ -481,7 +486,9 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			if !ok {
 				return Node{}, fail(ip+".source", "unknown node %q", src)
 			}
-			if _, ok := sn.Execution.DataInputs[field]; !ok {
+			_, typed := sn.Execution.DataInputs[field]
+			_, factual := ActionFields(sn.Execution.Action)[field]
+			if !typed && !factual {
 				return Node{}, fail(ip+".source", "node %q has no data field %q", src, field)
 			}
 		}

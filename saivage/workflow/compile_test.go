@@ -365,10 +365,32 @@ func TestCompileRejects(t *testing.T) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "agent"}, Statuses: []string{"done"}}
 			})
 		}, "card_types.task.workflow.after_activation_commit.execution.kind", "action"},
+		{"unqualified action", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "run", ContractVersion: 1}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.action", "not qualified"},
+		{"reserved namespace", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.exec", ContractVersion: 1}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.action", "reserved namespace"},
+		{"shell.run script and argv", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1,
+					Config: map[string]any{"script": "x", "argv": []any{"y"}}}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.config", "exactly one of script or argv"},
+		{"shell.run timeout", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1,
+					Config: map[string]any{"script": "x", "timeout_seconds": 99999}}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.config.timeout_seconds", "1 to 3600"},
 		{"hook status", func(c *config.Config) {
 			setWF(c, "task", func(w *config.Workflow) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{
-					Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1}, Statuses: []string{"cancelled"}}
+					Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Config: map[string]any{"script": "true"}}, Statuses: []string{"cancelled"}}
 			})
 		}, "card_types.task.workflow.after_activation_commit.statuses[0]", "done, blocked or failed"},
 		{"format version", func(c *config.Config) {
@@ -400,12 +422,15 @@ func TestCompileActionNodeWithOutputRecord(t *testing.T) {
 	x := cfg.CardTypes["task"]
 	x.Records["lint"] = config.RecordDecl{Format: "markdown"}
 	x.Workflow.Nodes["lint"] = config.Node{
-		Execution:    config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Inputs: map[string]config.Input{"script": {Literal: "make lint"}}},
+		Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Config: map[string]any{"script": "make lint"},
+			Inputs: map[string]config.Input{"target": {Literal: "all"}}},
 		Records:      map[string]config.NodeRecord{"lint": {Mode: "continue", Gate: "updated"}},
 		OutputRecord: "lint",
 		Edges: map[string]config.Edge{
-			"success": {EdgeBody: config.EdgeBody{Target: &config.Target{Node: "review"}}},
-			"failure": {EdgeBody: config.EdgeBody{Target: &config.Target{Node: "execute"}}},
+			"done": {Cases: []config.Case{{ID: "clean", When: config.When{Field: "exit_code", Op: "eq", Value: 0},
+				EdgeBody: config.EdgeBody{Target: &config.Target{Node: "review"}}}},
+				Otherwise: &config.EdgeBody{Target: &config.Target{Node: "execute"}}},
+			"failed": {EdgeBody: config.EdgeBody{Target: &config.Target{Terminal: "FAILED"}}},
 		},
 	}
 	e := x.Workflow.Nodes["execute"]
