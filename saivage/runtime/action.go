@@ -389,4 +389,3 @@ func writeJSONFile(path string, v any) error {
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
-

@@ -39,7 +39,7 @@ type envOptions struct {
 	// initEdit rewrites the template's config.yaml before init, so the
 	// generated state follows it (new records, for example).
 	initEdit func(string) string
-	rtOpts     runtime.Options
+	rtOpts   runtime.Options
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

@@ -136,7 +136,7 @@ type Node struct {
 	ActionConfig    map[string]any `json:"action_config,omitempty"`
 	OutputRecord    string         `json:"output_record,omitempty"`
 	// Both.
-	Inputs map[string]Input `json:"inputs,omitempty"`
+	Inputs            map[string]Input     `json:"inputs,omitempty"`
 	Outcomes          []string             `json:"outcomes"`
 	Records           map[string]RecordUse `json:"records,omitempty"`
 	InitializeRecords []string             `json:"initialize_records,omitempty"`
