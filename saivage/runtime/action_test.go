@@ -6,12 +6,29 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentstack/agentstack/saivage/quality"
+	"github.com/agentstack/agentstack/saivage/runtime"
 )
 
 // actionConfig inserts a shell.run node "check" between the root's plan and
 // assess nodes (routing on its exit code, its stdout accepted into the
 // report record) and an after_activation_commit hook running hookScript.
 func actionConfig(checkScript, hookScript string) func(string) string {
+	return checkNodeConfig(`action: shell.run
+            contract_version: 1
+            config:
+              script: '`+checkScript+`'
+              timeout_seconds: 60
+              env: {GREETING: hello}
+            inputs:
+              mode: {literal: strict}`, "exit_code", hookScript)
+}
+
+// checkNodeConfig inserts the action node "check" (its execution's action
+// lines given) routing done results with FIELD == 0 to assess and others
+// to BLOCKED.
+func checkNodeConfig(execution, field, hookScript string) func(string) string {
 	return func(cfg string) string {
 		cfg = strings.Replace(cfg, `      assessment:
         format: markdown
@@ -38,14 +55,7 @@ func actionConfig(checkScript, hookScript string) func(string) string {
         check:
           execution:
             kind: action
-            action: shell.run
-            contract_version: 1
-            config:
-              script: '`+checkScript+`'
-              timeout_seconds: 60
-              env: {GREETING: hello}
-            inputs:
-              mode: {literal: strict}
+            `+execution+`
           records:
             report: {mode: continue, gate: updated}
           output_record: report
@@ -53,7 +63,7 @@ func actionConfig(checkScript, hookScript string) func(string) string {
             done:
               cases:
                 - id: clean
-                  when: {field: exit_code, op: eq, value: 0}
+                  when: {field: `+field+`, op: eq, value: 0}
                   target: {node: assess}
                   prompt: {reference: prompts/nodes/assess.md}
               otherwise:
@@ -183,6 +193,55 @@ func TestActionOutputMustBeText(t *testing.T) {
 			fin := e.events("card_finished")
 			if len(fin) != 1 || !strings.Contains(fin[0].Data["reason"].(string), tc.want) {
 				t.Errorf("card_finished = %+v", fin)
+			}
+		})
+	}
+}
+
+func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
+	mods := os.Getenv("SAIVAGE_TEST_QUALITY_MODULES")
+	if mods == "" {
+		t.Skip("SAIVAGE_TEST_QUALITY_MODULES is not set (.ci/run installs the analyzers)")
+	}
+	for _, tc := range []struct{ action, file, content, rule string }{
+		{"code_quality.python_ruff", "app/main.py", "import os\n\n\ndef hello():\n    return 'hi'\n", "F401"},
+		{"code_quality.javascript_eslint", "app/main.js", "export function hello() {\n  return greeting;\n}\n", "no-undef"},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{NodeModules: mods}},
+				initEdit: checkNodeConfig("action: "+tc.action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
+			if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(e.dir, tc.file), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e.script.Add("planner@project",
+				call("write", map[string]any{"path": "record:plan", "content": "lint"}),
+				emit("done", "planned", nil),
+			)
+			if err := e.rt.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e.waitRunEnded()
+			// One lint error: errors != 0 takes the otherwise case.
+			if st := e.status("project"); st != "blocked" {
+				t.Fatalf("root is %s", st)
+			}
+			report, v := e.record("project", "report")
+			if v != 1 || !strings.Contains(report, tc.file) || !strings.Contains(report, tc.rule) || !strings.Contains(report, "1 errors") {
+				t.Errorf("report = v%d %q", v, report)
+			}
+			fin := e.events("action_finish")
+			inv := fin[0].Data["invocation"].(string)
+			dir := filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv)
+			rep, err := os.ReadFile(filepath.Join(dir, "report.json"))
+			if err != nil || !strings.Contains(string(rep), `"rule": "`+tc.rule+`"`) {
+				t.Errorf("report.json = %s, %v", rep, err)
+			}
+			invocation, err := os.ReadFile(filepath.Join(dir, "invocation.json"))
+			if err != nil || !strings.Contains(string(invocation), `"`+tc.file+`"`) || !strings.Contains(string(invocation), `"exit_code": 0`) {
+				t.Errorf("invocation.json = %s, %v", invocation, err)
 			}
 		})
 	}

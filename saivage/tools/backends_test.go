@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/project"
+	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/tools"
 )
 
@@ -205,4 +207,20 @@ func TestControlActionsAndRestart(t *testing.T) {
 func TestQualityToolsUnavailableWithoutModules(t *testing.T) {
 	f := newFixture(t, tools.Caller{Agent: "executor", Card: "project"})
 	f.fails("code_quality_python_ruff", map[string]any{}, "code_quality_python_ruff is unavailable: no code-quality analyzers are configured")
+}
+
+func TestQualityToolRunsRuff(t *testing.T) {
+	mods := os.Getenv("SAIVAGE_TEST_QUALITY_MODULES")
+	if mods == "" {
+		t.Skip("SAIVAGE_TEST_QUALITY_MODULES is not set (.ci/run installs the analyzers)")
+	}
+	f := newFixture(t, tools.Caller{Agent: "executor", Card: "project"})
+	f.env.Quality = quality.Runner{NodeModules: mods}
+	f.writeFile("src/app.py", "import sys\n")
+	out := f.ok("code_quality_python_ruff", map[string]any{"paths": []string{"src"}})
+	if !strings.Contains(out, `"rule": "F401"`) || !strings.Contains(out, `"path": "src/app.py"`) {
+		t.Errorf("report = %s", out)
+	}
+	f.fails("code_quality_python_ruff", map[string]any{"paths": []string{".saivage/cards"}}, "inside .saivage")
+	f.fails("code_quality_typescript_eslint", map[string]any{"paths": []string{"/etc"}}, "outside the project")
 }
