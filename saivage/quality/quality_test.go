@@ -56,8 +56,8 @@ func TestAnalyzersFindTheLintErrors(t *testing.T) {
 	root := smallRepo(t)
 	for _, tc := range []struct {
 		analyzer, tool string
-		files      []string
-		want       []string // path:line rule
+		files          []string
+		want           []string // path:line rule
 	}{
 		{quality.PythonRuff, "ruff", []string{"app/main.py", "app/ok.py"}, []string{"app/main.py:1 F401"}},
 		{quality.JavaScriptESLint, "eslint", []string{"web/index.js", "web/ok.mjs"}, []string{"web/index.js:1 no-unused-vars", "web/index.js:2 no-undef"}},
@@ -109,4 +109,3 @@ func TestUnavailableAndBadPaths(t *testing.T) {
 		t.Errorf("escape: %v", err)
 	}
 }
-
