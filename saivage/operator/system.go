@@ -186,13 +186,22 @@ func (s *Server) getConversationImage(w http.ResponseWriter, r *http.Request) er
 			Images []struct {
 				Mime string `json:"mime"`
 				Data string `json:"data"`
+				// Published images (images/<UUID>.png) with their digest.
+				Path   string `json:"path"`
+				SHA256 string `json:"sha256"`
 			} `json:"images"`
 		}
 		_ = json.Unmarshal(row.Content, &c)
 		if idx >= len(c.Images) {
 			return notFound(fmt.Sprintf("row %s has %d image(s)", rowID, len(c.Images)))
 		}
-		b, err := base64.StdEncoding.DecodeString(c.Images[idx].Data)
+		img := c.Images[idx]
+		var b []byte
+		if img.Path != "" {
+			b, err = s.rt.ReadImage(img.Path, img.SHA256)
+		} else {
+			b, err = base64.StdEncoding.DecodeString(img.Data)
+		}
 		ct := http.DetectContentType(b)
 		if err != nil || !slices.Contains(rasterTypes, ct) {
 			return notFound("the recorded image is not a readable raster image")
