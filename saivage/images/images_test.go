@@ -138,3 +138,32 @@ func TestNormalizeRefusals(t *testing.T) {
 		t.Error("truncated PNG accepted")
 	}
 }
+
+// FuzzNormalize: any input is refused or yields a PNG within the bounds
+// whose digest matches.
+func FuzzNormalize(f *testing.F) {
+	for _, name := range []string{"quad.png", "quad.jpg", "quad.webp", "rotated.jpg"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		img, err := images.Normalize(data, images.Options{MaxDimension: 64})
+		if err != nil {
+			return
+		}
+		if img.Width < 1 || img.Height < 1 || max(img.Width, img.Height) > 64 || img.Orientation < 1 || img.Orientation > 8 {
+			t.Fatalf("image = %+v", img)
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(img.PNG))
+		if err != nil || cfg.Width != img.Width || cfg.Height != img.Height {
+			t.Fatalf("PNG %v: %+v", err, cfg)
+		}
+		sum := sha256.Sum256(img.PNG)
+		if hex.EncodeToString(sum[:]) != img.SHA256 {
+			t.Fatal("digest mismatch")
+		}
+	})
+}

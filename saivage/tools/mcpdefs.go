@@ -97,27 +97,37 @@ func readMCPDefinitions(path string) (map[string]MCPDefinition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read MCP definitions: %w", err)
 	}
+	defs, err := ParseMCPDefinitions(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return defs, nil
+}
+
+// ParseMCPDefinitions strictly decodes an mcp-servers.json document:
+// format_version 1, known fields only, one JSON value, valid definitions.
+func ParseMCPDefinitions(data []byte) (map[string]MCPDefinition, error) {
 	if len(data) > maxMCPDefinitionsFile {
-		return nil, fmt.Errorf("%s exceeds %d bytes", path, maxMCPDefinitionsFile)
+		return nil, fmt.Errorf("exceeds %d bytes", maxMCPDefinitionsFile)
 	}
 	var doc mcpDefinitionsDoc
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%s: trailing data after the document", path)
+		return nil, errors.New("trailing data after the document")
 	}
 	if doc.FormatVersion != 1 {
-		return nil, fmt.Errorf("%s: format_version must be 1, not %d", path, doc.FormatVersion)
+		return nil, fmt.Errorf("format_version must be 1, not %d", doc.FormatVersion)
 	}
 	if doc.Servers == nil {
 		doc.Servers = map[string]MCPDefinition{}
 	}
 	for name, d := range doc.Servers {
 		if err := d.validate(name); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 	}
 	return doc.Servers, nil

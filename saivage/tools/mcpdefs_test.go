@@ -143,3 +143,25 @@ func TestMCPDefinitionsFileIsStrict(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseMCPDefinitions: any input is either refused or parses to
+// definitions that round-trip through the file format unchanged.
+func FuzzParseMCPDefinitions(f *testing.F) {
+	f.Add([]byte(`{"format_version":1,"servers":{"a":{"command":"node","args":["x"],"env":{"K":"v"}}}}`))
+	f.Add([]byte(`{"format_version":1,"servers":{"web":{"transport":"http","url":"http://127.0.0.1:9/mcp","headers":{"Authorization":"Bearer t"}}}}`))
+	f.Add([]byte(`{"format_version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defs, err := tools.ParseMCPDefinitions(data)
+		if err != nil {
+			return
+		}
+		b, err := json.Marshal(map[string]any{"format_version": 1, "servers": defs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := tools.ParseMCPDefinitions(b)
+		if err != nil || len(again) != len(defs) {
+			t.Fatalf("round trip of %s: %v", b, err)
+		}
+	})
+}
