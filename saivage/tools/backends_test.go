@@ -224,3 +224,21 @@ func TestQualityToolRunsRuff(t *testing.T) {
 	f.fails("code_quality_python_ruff", map[string]any{"paths": []string{".saivage/cards"}}, "inside .saivage")
 	f.fails("code_quality_typescript_eslint", map[string]any{"paths": []string{"/etc"}}, "outside the project")
 }
+
+func TestViewImageTool(t *testing.T) {
+	f := newFixture(t, tools.Caller{Agent: "reviewer", Card: "project"})
+	src, err := os.ReadFile("../images/testdata/quad.webp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.writeFile("shots/quad.webp", string(src))
+	res := f.call("view_image", map[string]any{"path": "shots/quad.webp"})
+	if res.IsError || len(res.Images) != 1 || res.Images[0].MIME != "image/png" || !strings.Contains(res.Content, `"source_format": "webp"`) || !strings.Contains(res.Content, `"source_path": "shots/quad.webp"`) {
+		t.Fatalf("result = %+v", res)
+	}
+	f.writeFile("anim.gif", "GIF89a\x01\x00\x01\x00")
+	f.fails("view_image", map[string]any{"path": "anim.gif"}, "not a PNG, JPEG or WebP image")
+	f.fails("view_image", map[string]any{"path": "shots"}, "not a regular file")
+	f.fails("view_image", map[string]any{"path": ".saivage/config.yaml"}, "inside .saivage")
+	f.fails("view_image", map[string]any{"path": "missing.png"}, "missing.png")
+}
