@@ -66,7 +66,7 @@ prompts are kept). The configuration is then compiled, and the generated
 state (cards/, agents/, logs/, work/) is published with a root card of type
 "project". Running init again on an initialised project only validates it.
 
-Templates (--template NAME):
+Templates:
 ` + templateList(),
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
