@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rtt "github.com/agentstack/agentstack/saivage/runtime/runtimetest"
 )
 
 func TestMCPDefinitionRoutes(t *testing.T) {
@@ -71,3 +73,52 @@ func TestMCPDefinitionRoutes(t *testing.T) {
 }
 
 func jsonInto(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }
+
+// TestConversationImageReadsPublishedImage: a view_image result row keeps a
+// descriptor of images/<UUID>.png; the image route serves those bytes and
+// refuses them once the file changed.
+func TestConversationImageReadsPublishedImage(t *testing.T) {
+	s := start(t, nil)
+	src, err := os.ReadFile(filepath.Join("..", "images", "testdata", "quad.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "quad.png"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.script.Add("analyst", rtt.Call("view_image", map[string]any{"path": "quad.png"}), rtt.Text("Four colours."))
+	if code, m := s.do("POST", "/api/chat", token, `{"message":"look","wait":true}`); code != 200 {
+		t.Fatalf("chat = %d %v", code, m)
+	}
+	rows, err := s.app.Runtime.Project().Sessions.Segment(filepath.Join(s.dir, ".saivage", "agents", "analyst"), "agent:analyst:global", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rowID, path string
+	for _, r := range rows {
+		if r.Kind == "tool_result" && r.Name == "view_image" {
+			var c struct {
+				Images []struct{ Path string } `json:"images"`
+			}
+			_ = json.Unmarshal(r.Content, &c)
+			if len(c.Images) == 1 {
+				rowID, path = r.ID, c.Images[0].Path
+			}
+		}
+	}
+	if rowID == "" {
+		t.Fatal("no view_image row with an image descriptor")
+	}
+	url := "/api/agents/agent:analyst:global/conversation/images?segment=1&index=0&row=" + rowID
+	code, hdr, body := s.raw("GET", url, token, "")
+	published, _ := os.ReadFile(filepath.Join(s.dir, ".saivage", path))
+	if code != 200 || hdr.Get("Content-Type") != "image/png" || body != string(published) {
+		t.Fatalf("image = %d %s (%d bytes, published %d)", code, hdr.Get("Content-Type"), len(body), len(published))
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, ".saivage", path), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := s.raw("GET", url, token, ""); code != 404 {
+		t.Errorf("changed image = %d", code)
+	}
+}
