@@ -24,6 +24,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require golang.org/x/image v0.47.0 // indirect
+
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect

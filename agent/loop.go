@@ -133,8 +133,9 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 				}
 				return finish(StopAborted, ctx.Err())
 			}
-			content := runTool(ctx, tools, call, emit)
+			content, images := runTool(ctx, tools, call, emit)
 			m := toolMessage(call.ID, content)
+			m.Images = images
 			conv = append(conv, m)
 			res.Messages = append(res.Messages, m)
 		}
@@ -145,8 +146,8 @@ func toolMessage(id, content string) llm.Message {
 	return llm.Message{Role: "tool", ToolCallID: id, Content: content}
 }
 
-// runTool runs one call and returns the content the model sees.
-func runTool(ctx context.Context, tools map[string]Tool, call llm.ToolCall, emit func(Event)) string {
+// runTool runs one call and returns the content and images the model sees.
+func runTool(ctx context.Context, tools map[string]Tool, call llm.ToolCall, emit func(Event)) (string, []llm.Image) {
 	name := call.Function.Name
 	args := json.RawMessage(call.Function.Arguments)
 	if len(args) == 0 {
@@ -154,9 +155,9 @@ func runTool(ctx context.Context, tools map[string]Tool, call llm.ToolCall, emit
 	}
 	emit(ToolStart{CallID: call.ID, Name: name, Args: args})
 	start := time.Now()
-	fail := func(msg string) string {
+	fail := func(msg string) (string, []llm.Image) {
 		emit(ToolError{CallID: call.ID, Name: name, Err: msg, Duration: time.Since(start)})
-		return "Error: " + msg
+		return "Error: " + msg, nil
 	}
 	tool, ok := tools[name]
 	if !ok {
@@ -170,15 +171,15 @@ func runTool(ctx context.Context, tools map[string]Tool, call llm.ToolCall, emit
 	if err != nil {
 		if ctx.Err() != nil {
 			emit(ToolError{CallID: call.ID, Name: name, Err: "cancelled", Duration: time.Since(start)})
-			return CancelledResult
+			return CancelledResult, nil
 		}
 		return fail(err.Error())
 	}
 	emit(ToolResultEvent{CallID: call.ID, Name: name, Result: result, Duration: time.Since(start)})
 	if result.IsError && result.Content == "" {
-		return "Error: the tool failed without a message"
+		return "Error: the tool failed without a message", nil
 	}
-	return result.Content
+	return result.Content, result.Images
 }
 
 func safeCall(ctx context.Context, t Tool, args json.RawMessage) (r ToolResult, err error) {

@@ -9,6 +9,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentstack/agentstack/llm"
 	"reflect"
 )
 
@@ -32,6 +33,8 @@ type ToolResult struct {
 	// present only when they differ from the model's (an approval whose edits
 	// changed them); see SameArgs.
 	EffectiveArgs json.RawMessage `json:"effectiveArgs,omitempty"`
+	// Images are sent to the model after Content, in the same tool message.
+	Images []llm.Image `json:"-"`
 }
 
 // Tool is something the model can call. Call's error means the tool could

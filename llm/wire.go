@@ -5,8 +5,12 @@
 package llm
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // Message is one conversation entry.
@@ -19,6 +23,107 @@ type Message struct {
 	Name             string     `json:"name,omitempty"`
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	// Images are image parts sent after Content (a tool result's images,
+	// for example). A message with images is serialised with an array
+	// content of one text part followed by image_url data-URL parts.
+	Images []Image `json:"-"`
+}
+
+// Image is one image part of a message.
+type Image struct {
+	// MIME is the media type (image/png).
+	MIME string
+	Data []byte
+}
+
+// DataURL renders the image as a base64 data URL.
+func (i Image) DataURL() string {
+	return "data:" + i.MIME + ";base64," + base64.StdEncoding.EncodeToString(i.Data)
+}
+
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+// messageFields is Message without its methods (plain encoding).
+type messageFields Message
+
+// MarshalJSON writes a message with images as array content; any other
+// message keeps the plain string content.
+func (m Message) MarshalJSON() ([]byte, error) {
+	if len(m.Images) == 0 {
+		return json.Marshal(messageFields(m))
+	}
+	parts := make([]contentPart, 0, 1+len(m.Images))
+	parts = append(parts, contentPart{Type: "text", Text: m.Content})
+	for _, img := range m.Images {
+		parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: img.DataURL()}})
+	}
+	return json.Marshal(struct {
+		messageFields
+		Content []contentPart `json:"content"`
+	}{messageFields(m), parts})
+}
+
+// UnmarshalJSON reads string content or array content (text parts joined,
+// data-URL image parts into Images).
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		messageFields
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = Message(raw.messageFields)
+	c := bytes.TrimSpace(raw.Content)
+	switch {
+	case len(c) == 0 || string(c) == "null":
+	case c[0] == '"':
+		return json.Unmarshal(c, &m.Content)
+	case c[0] == '[':
+		var parts []contentPart
+		if err := json.Unmarshal(c, &parts); err != nil {
+			return fmt.Errorf("message content parts: %w", err)
+		}
+		for _, p := range parts {
+			switch p.Type {
+			case "text":
+				m.Content += p.Text
+			case "image_url":
+				if p.ImageURL == nil {
+					return errors.New("image_url part without image_url")
+				}
+				img, err := parseDataURL(p.ImageURL.URL)
+				if err != nil {
+					return err
+				}
+				m.Images = append(m.Images, img)
+			}
+		}
+	default:
+		return fmt.Errorf("message content must be a string or an array of parts")
+	}
+	return nil
+}
+
+func parseDataURL(u string) (Image, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	mime, data, ok2 := strings.Cut(rest, ";base64,")
+	if !ok || !ok2 {
+		return Image{}, fmt.Errorf("image_url is not a base64 data URL")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return Image{}, fmt.Errorf("image data URL: %w", err)
+	}
+	return Image{MIME: mime, Data: b}, nil
 }
 
 // Tool declares a function the model may call.

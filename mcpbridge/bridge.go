@@ -868,3 +868,32 @@ func (t *headerTransport) CloseIdleConnections() {
 		ci.CloseIdleConnections()
 	}
 }
+
+// RefreshTools re-lists the named server's tools on its current connection
+// (no reconnect) and publishes the new list. It fails when the server is not
+// ready or ctx ends first; the previous list stays in place on failure.
+func (b *Bridge) RefreshTools(ctx context.Context, name string) (int, error) {
+	b.mu.Lock()
+	s := b.serverLocked(name)
+	if s == nil {
+		b.mu.Unlock()
+		return 0, fmt.Errorf("no MCP server named %q", name)
+	}
+	c := s.conn
+	b.mu.Unlock()
+	if c == nil {
+		return 0, fmt.Errorf("MCP server %q is not ready", name)
+	}
+	tools, err := s.listTools(ctx, c.sess)
+	if err != nil {
+		return 0, fmt.Errorf("refresh tools of %s: %s", name, s.mask(err.Error()))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.conn != c {
+		return 0, fmt.Errorf("MCP server %q reconnected during the refresh; refresh again", name)
+	}
+	s.tools = tools
+	b.notifyLocked()
+	return len(tools), nil
+}

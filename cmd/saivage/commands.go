@@ -45,12 +45,21 @@ func (p *projectFlags) open(ctx context.Context, e *env) (*project.Project, erro
 	return project.Open(ctx, opts)
 }
 
+// templateList is the init help's list of registered templates.
+func templateList() string {
+	var b strings.Builder
+	for _, t := range templates.All() {
+		fmt.Fprintf(&b, "  %-14s %s\n", t.Name, t.Description)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
 func initCommand() *command {
 	var pf projectFlags
 	var tpl, title, objective string
 	return &command{
 		name: "init", summary: "create a project's .saivage directory from a template",
-		usage: "[--template classic] [--title TEXT] [--objective TEXT] [--root DIR] [--json]",
+		usage: "[--template NAME] [--title TEXT] [--objective TEXT] [--root DIR] [--json]",
 		help: `Creates .saivage/ in the project directory. When config.yaml is absent the
 template's prompts and config.yaml are written (an existing config and its
 prompts are kept). The configuration is then compiled, and the generated
@@ -58,7 +67,7 @@ state (cards/, agents/, logs/, work/) is published with a root card of type
 "project". Running init again on an initialised project only validates it.
 
 Templates:
-  classic   ` + templates.All()[0].Description,
+` + templateList(),
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.StringVar(&tpl, "template", templates.Default, "template written when config.yaml is absent")

@@ -121,3 +121,45 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("tree in empty dir: %d %q", code, errs)
 	}
 }
+
+// TestInitEachTemplate: init --template NAME writes that template's exact
+// closure, and validate compiles it.
+func TestInitEachTemplate(t *testing.T) {
+	for _, tc := range []struct{ name, prompt string }{
+		{"classic", "prompts/nodes/goal-plan.md"},
+		{"classic-typed", "prompts/nodes/typed-goal-plan.md"},
+		{"paad-typed", "prompts/nodes/paad-project-plan.md"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{"SAIVAGE_ROOT": dir}
+			code, out, errs := runCLI(t, env, "init", "--template", tc.name, "--objective", "Ship it")
+			if code != 0 || !strings.Contains(out, "(template "+tc.name+")") {
+				t.Fatalf("init: %d %q %q", code, out, errs)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".saivage", filepath.FromSlash(tc.prompt))); err != nil {
+				t.Errorf("prompt closure: %v", err)
+			}
+			cfg, _ := os.ReadFile(filepath.Join(dir, ".saivage", "config.yaml"))
+			if !strings.Contains(string(cfg), "(template: "+tc.name+")") {
+				t.Errorf("config.yaml is not %s's", tc.name)
+			}
+			code, out, errs = runCLI(t, env, "validate")
+			if code != 0 || !strings.HasPrefix(out, "ok: ") {
+				t.Fatalf("validate: %d %q %q", code, out, errs)
+			}
+		})
+	}
+	code, _, errs := runCLI(t, map[string]string{"SAIVAGE_ROOT": t.TempDir()}, "init", "--template", "paad")
+	if code == 0 || !strings.Contains(errs, "classic-typed") || !strings.Contains(errs, "paad-typed") {
+		t.Fatalf("unknown template: %d %q", code, errs)
+	}
+	var out string
+	code, out, errs = runCLI(t, nil, "init", "--help")
+	out += errs
+	for _, tpl := range []string{"classic ", "classic-typed ", "paad-typed "} {
+		if code != 0 || !strings.Contains(out, "  "+tpl) {
+			t.Errorf("init --help does not list %s: %q", tpl, out)
+		}
+	}
+}

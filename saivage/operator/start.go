@@ -131,6 +131,15 @@ func Start(ctx context.Context, opts StartOptions) (_ *App, err error) {
 	if mcpToken != "" {
 		ro.Secrets = append(ro.Secrets, mcpToken)
 	}
+	if err := ro.BackendsFromEnv(opts.LookupEnv); err != nil {
+		return nil, err
+	}
+	if ro.RestartServer == nil {
+		ro.RestartServer = func(context.Context, string) error {
+			app.restartOnce.Do(func() { close(app.restart) })
+			return nil
+		}
+	}
 	if ro.Logger == nil {
 		ro.Logger = opts.Logger
 	}

@@ -58,7 +58,7 @@ func (s *Server) boundedEvents(types []string, key string) func(w http.ResponseW
 // getControlActions lists runtime control and reconfiguration actions,
 // newest first: evidence of what was asked, not of its effects.
 func (s *Server) getControlActions(w http.ResponseWriter, r *http.Request) error {
-	return s.boundedEvents([]string{"control_action", "config_replaced"}, "actions")(w, r)
+	return s.boundedEvents(tools.ControlEventTypes(), "actions")(w, r)
 }
 
 // getExternalCalls lists the body-free receipts of settled external (MCP)
@@ -186,13 +186,22 @@ func (s *Server) getConversationImage(w http.ResponseWriter, r *http.Request) er
 			Images []struct {
 				Mime string `json:"mime"`
 				Data string `json:"data"`
+				// Published images (images/<UUID>.png) with their digest.
+				Path   string `json:"path"`
+				SHA256 string `json:"sha256"`
 			} `json:"images"`
 		}
 		_ = json.Unmarshal(row.Content, &c)
 		if idx >= len(c.Images) {
 			return notFound(fmt.Sprintf("row %s has %d image(s)", rowID, len(c.Images)))
 		}
-		b, err := base64.StdEncoding.DecodeString(c.Images[idx].Data)
+		img := c.Images[idx]
+		var b []byte
+		if img.Path != "" {
+			b, err = s.rt.ReadImage(img.Path, img.SHA256)
+		} else {
+			b, err = base64.StdEncoding.DecodeString(img.Data)
+		}
 		ct := http.DetectContentType(b)
 		if err != nil || !slices.Contains(rasterTypes, ct) {
 			return notFound("the recorded image is not a readable raster image")

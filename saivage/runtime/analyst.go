@@ -113,7 +113,7 @@ func (a *Analyst) Submit(ctx context.Context, text string) (id string, done <-ch
 	ch := make(chan struct{})
 	a.done = ch
 	a.rt.hint("analyst", "")
-	go a.turn(turnCtx, id, sess, route, ag.Tools, ch)
+	go a.turn(turnCtx, id, sess, route, ag.BoundTools(), ch)
 	return id, ch, nil
 }
 
@@ -137,8 +137,8 @@ func (a *Analyst) Wait(ctx context.Context) (*TurnResult, error) {
 func (a *Analyst) turn(ctx context.Context, id string, sess *session, route RouteBinding, names []string, done chan struct{}) {
 	rt := a.rt
 	env, _ := rt.analystEnv("")
-	bound, _ := tools.Build(names, env)
-	out := rt.globalTurn(ctx, sess, id, route, bound, "Records are read and written through record paths "+
+	bound, buildErr := tools.Build(names, env)
+	out := rt.globalTurn(ctx, sess, id, route, bound, buildErr, "Records are read and written through record paths "+
 		"(record:CARD/NAME, record:CARD/NAME@N for an exact version). Card maintenance needs the runtime stopped or paused.")
 	rt.logEvent("analyst_turn", map[string]any{"turn": id, "error": out.Error})
 	a.mu.Lock()
@@ -150,8 +150,9 @@ func (a *Analyst) turn(ctx context.Context, id string, sess *session, route Rout
 
 // globalTurn runs one turn of a global session (the Analyst, an Oversight
 // check) over the session's current rows, whose last rows are the turn's
-// marker and input. A failed turn leaves a notice for the next one.
-func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, route RouteBinding, bound []agent.Tool, guidance string) *TurnResult {
+// marker and input. A failed turn leaves a notice for the next one; tools
+// that could not be built (buildErr) fail the turn before any model call.
+func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, route RouteBinding, bound []agent.Tool, buildErr error, guidance string) *TurnResult {
 	ag, _ := rt.p.Workflows.Agent(sess.agent)
 	iv := &invoker{rt: rt, route: route, sess: sess, system: func() string {
 		var b strings.Builder
@@ -169,6 +170,9 @@ func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, rou
 		return fmt.Sprintf("Runtime status: %s. Root card %s is %s. Active cards: %v.", st.Status, root.ID, root.Status, st.Activations)
 	}}
 	cur, err := sess.current()
+	if err == nil {
+		err = buildErr
+	}
 	var res *agent.RunResult
 	var runErr error
 	rec := newRecorder(sess, id, func() bool { return ctx.Err() != nil }, func(error) {})

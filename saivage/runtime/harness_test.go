@@ -15,6 +15,7 @@ import (
 	"github.com/agentstack/agentstack/saivage/runtime"
 	"github.com/agentstack/agentstack/saivage/runtime/runtimetest"
 	"github.com/agentstack/agentstack/saivage/state"
+	"github.com/agentstack/agentstack/saivage/templates"
 )
 
 // env is a test project with a scripted provider and a started runtime.
@@ -31,9 +32,14 @@ type env struct {
 
 type envOptions struct {
 	objective string
+	// template is the init template ("" for classic).
+	template string
 	// configEdit rewrites config.yaml before the project is opened.
 	configEdit func(string) string
-	rtOpts     runtime.Options
+	// initEdit rewrites the template's config.yaml before init, so the
+	// generated state follows it (new records, for example).
+	initEdit func(string) string
+	rtOpts   runtime.Options
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -45,7 +51,30 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.objective == "" {
 		o.objective = "Build a hello tool."
 	}
-	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: o.objective}); err != nil {
+	if o.initEdit != nil {
+		name := o.template
+		if name == "" {
+			name = templates.Default
+		}
+		tpl, err := templates.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tpl.Materialize(func(rel string, data []byte) error {
+			if rel == templates.ConfigFile {
+				data = []byte(o.initEdit(string(data)))
+			}
+			dst := filepath.Join(dir, ".saivage", filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(dst, data, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: o.objective, Template: o.template}); err != nil {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")

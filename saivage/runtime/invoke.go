@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agentstack/agentstack/gateway"
@@ -103,9 +104,21 @@ const (
 )
 
 func estimateTokens(msgs []llm.Message, tools []llm.Tool) int {
+	// Images count as their raster reservation, 2·⌈w/32⌉·⌈h/32⌉, not as
+	// base64 text.
+	reserve := 0
+	if slices.ContainsFunc(msgs, func(m llm.Message) bool { return len(m.Images) > 0 }) {
+		msgs = slices.Clone(msgs)
+		for i := range msgs {
+			for _, img := range msgs[i].Images {
+				reserve += rasterReservation(img)
+			}
+			msgs[i].Images = nil
+		}
+	}
 	b, _ := json.Marshal(msgs)
 	t, _ := json.Marshal(tools)
-	return (len(b) + len(t) + 3) / 4
+	return (len(b)+len(t)+3)/4 + reserve
 }
 
 // messages builds the provider context from the session.
@@ -116,6 +129,7 @@ func (iv *invoker) messages(ctx context.Context) ([]llm.Message, error) {
 	}
 	msgs := []llm.Message{{Role: "system", Content: iv.system()}}
 	msgs = append(msgs, rowsToMessages(cur.Rows)...)
+	attachImages(iv.rt.p.StateDir, msgs, cur.Rows)
 	if iv.tail != nil {
 		if t := iv.tail(ctx); t != "" {
 			msgs = append(msgs, llm.Message{Role: "system", Content: t})

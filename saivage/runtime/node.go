@@ -138,6 +138,9 @@ func (rt *Runtime) finishCard(ctx context.Context, act *activation, res nodeResu
 	if _, err := rt.p.Cards.Finish(ctx, id, status); err != nil {
 		return tools.ChildOutcome{}, err
 	}
+	// The advisory hook runs after the natural publication and is joined
+	// before the outcome is delivered; it never changes the outcome.
+	rt.runHook(ctx, act, string(status))
 	out := tools.ChildOutcome{Card: id, Status: string(status), Reason: res.reason}
 	promoted := res.result
 	if p := res.tr.Promote; p != nil && p.LatestNode != "" {
@@ -197,8 +200,8 @@ func (rt *Runtime) root() string {
 // Run halts (error).
 func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, prompts []*workflow.Prompt) (nodeResult, error) {
 	nd, _ := act.tbl.Node(name)
-	if nd.Kind != workflow.NodeAgent {
-		return nodeResult{terminal: "FAILED", reason: fmt.Sprintf("node %s runs action %s, which this build does not execute", name, nd.Action)}, nil
+	if nd.Kind == workflow.NodeAction {
+		return rt.runAction(ctx, act, name, nd)
 	}
 	ag, _ := rt.p.Workflows.Agent(nd.Agent)
 	route, ok := rt.models.Route(ag.ModelRoute)
@@ -235,19 +238,17 @@ func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, pr
 	}
 	rt.logEvent("node_entered", map[string]any{"card": act.card.ID, "node": name, "agent": nd.Agent, "ordinal": act.ordinal})
 
-	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
-		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Children: rt, Hints: rt.opts.Hints,
-		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
-		Caller: tools.Caller{Agent: nd.Agent, Card: act.card.ID, Node: name, WorkRoot: filepath.Join(rt.root(), ".saivage", "work", "cards", act.card.ID),
-			DraftRecords: ne.writable, RecordWrites: ag.MayWrite, Tools: nd.Tools},
-		AfterActivation: func() {
-			if h, err := ne.descendantHeads(context.WithoutCancel(ctx)); err == nil {
-				ne.snapshot = h
-			}
-		}}
-	bound, missing := tools.Build(nd.Tools, env)
-	if len(missing) > 0 {
-		rt.log.Debug("tools not available in this build", "agent", nd.Agent, "tools", missing)
+	env := rt.toolEnv(tools.Caller{Agent: nd.Agent, Card: act.card.ID, Node: name, WorkRoot: filepath.Join(rt.root(), ".saivage", "work", "cards", act.card.ID),
+		DraftRecords: ne.writable, RecordWrites: ag.MayWrite, Tools: nd.Tools})
+	env.Children = rt
+	env.AfterActivation = func() {
+		if h, err := ne.descendantHeads(context.WithoutCancel(ctx)); err == nil {
+			ne.snapshot = h
+		}
+	}
+	bound, err := tools.Build(nd.Tools, env)
+	if err != nil {
+		return nodeResult{}, fmt.Errorf("node %s: %w", name, err)
 	}
 	bound = append(bound, agent.ToolFunc{ToolSpec: agent.ToolSpec{Name: "emit_result", Parameters: nd.EmitResult,
 		Description: "Finish this node: give the outcome, a short summary and the typed data fields. Your record drafts are accepted with the result; a rejected result is explained in the tool result and you can fix and call again."},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -78,11 +77,7 @@ func (rt *Runtime) AnalystMode() config.AnalystMode {
 func (rt *Runtime) analystEnv(principal string) (*tools.Env, []string) {
 	name := rt.p.Workflows.Analyst()
 	ag, _ := rt.p.Workflows.Agent(name)
-	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
-		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
-		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
-		Caller: tools.Caller{Agent: name, RecordWrites: ag.MayWrite, Tools: ag.Tools, Principal: principal}}
-	return env, ag.Tools
+	return rt.toolEnv(tools.Caller{Agent: name, RecordWrites: ag.MayWrite, Tools: ag.Tools, Principal: principal}), ag.Tools
 }
 
 // AnalystTools returns the specs of the configured Analyst's tools this

@@ -173,13 +173,13 @@ func (rt *Runtime) oversightCheck(ctx context.Context, name string, n int) {
 	env := &tools.Env{Root: rt.root(), StateDir: rt.p.StateDir, Cards: rt.p.Cards, Workflows: rt.p.Workflows, Config: rt.p.Config,
 		Processes: rt.procs, RecordMu: &rt.recordMu, Hints: rt.opts.Hints, Events: rt, Evidence: evidence{rt}, Redact: rt.redact,
 		Caller: tools.Caller{Agent: name, Tools: names}}
-	bound, _ := tools.Build(names, env)
+	bound, buildErr := tools.Build(names, env)
 	for i, t := range bound {
 		if t.Spec().Name == "queue_notification" {
 			bound[i] = rt.oversightNotify(ctx, t)
 		}
 	}
-	out := rt.globalTurn(ctx, sess, id, route, bound, "You run a periodic Oversight check: observe, and intervene only through queue_notification.")
+	out := rt.globalTurn(ctx, sess, id, route, bound, buildErr, "You run a periodic Oversight check: observe, and intervene only through queue_notification.")
 	if out.Error != "" {
 		outcome, reason = "failed", out.Error
 	}

@@ -88,6 +88,17 @@ type Options struct {
 	// AnalystMode is frozen at start (default internal): external-only
 	// refuses internal Analyst submissions.
 	AnalystMode config.AnalystMode
+	// WebSearch answers the websearch tool; nil reports it unavailable.
+	WebSearch tools.WebSearcher
+	// Retrieval serves the observed-collection tools; nil reports them
+	// unavailable.
+	Retrieval tools.Retrieval
+	// Quality runs the code-quality tools and actions; nil reports them
+	// unavailable.
+	Quality tools.QualityRunner
+	// RestartServer, when set, schedules a restart of the server process
+	// (restart_server); nil reports the tool unavailable.
+	RestartServer func(ctx context.Context, reason string) error
 }
 
 // Runtime is one project's live runtime.
@@ -161,6 +172,9 @@ func New(opts Options) (*Runtime, error) {
 	rt := &Runtime{p: p, models: models, opts: opts, log: opts.Logger, redact: redact, status: StatusUninitialized, resume: make(chan struct{})}
 	rt.procs = tools.NewProcesses(tools.ProcessesOptions{CaptureDir: filepath.Join(p.StateDir, "work", "processes"), Environ: opts.Environ})
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
+	if err := rt.mcp.EnableDefinitions(filepath.Join(p.StateDir, tools.MCPDefinitionsFile), p.Publisher); err != nil {
+		return nil, err
+	}
 	rt.analyst = newAnalyst(rt)
 	rt.ops = newOperations()
 	rt.oversight = newOversight(rt, opts.Clock)
@@ -176,6 +190,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// toolEnv is the tool environment shared by card and global callers.
+func (rt *Runtime) toolEnv(caller tools.Caller) *tools.Env {
+	return &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
+		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
+		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
+		WebSearch: rt.opts.WebSearch, Retrieval: rt.opts.Retrieval, Quality: rt.opts.Quality, RestartServer: rt.opts.RestartServer,
+		Caller: caller}
 }
 
 // Project returns the runtime's project.

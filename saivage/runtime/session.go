@@ -98,6 +98,8 @@ type rowContent struct {
 	Arguments string `json:"arguments,omitempty"`
 	Content   string `json:"content,omitempty"`
 	IsError   bool   `json:"is_error,omitempty"`
+	// Images are the published images of a tool result.
+	Images []imageDescriptor `json:"images,omitempty"`
 }
 
 func decodeContent(r conversations.Row) rowContent {
@@ -189,7 +191,13 @@ func (r *recorder) on(ev agent.Event) {
 		if e.Result.IsError && content == "" {
 			content = "Error: the tool failed without a message"
 		}
-		r.result(e.CallID, e.Name, content, e.Result.IsError)
+		imgs, err := r.s.rt.publishImages(e.Result.Images)
+		if err != nil && r.err == nil {
+			r.err = err
+			r.fail(err)
+			return
+		}
+		r.result(e.CallID, e.Name, content, e.Result.IsError, imgs...)
 	case agent.ToolError:
 		if !r.started[e.CallID] || (e.Err == "cancelled" && r.halted()) {
 			return
@@ -198,14 +206,22 @@ func (r *recorder) on(ev agent.Event) {
 	}
 }
 
-func (r *recorder) result(callID, name, content string, isErr bool) {
+func (r *recorder) result(callID, name, content string, isErr bool, imgs ...imageDescriptor) {
 	delete(r.started, callID)
 	r.write(conversations.Row{ID: fmt.Sprintf("%s:%d:tool-result:%s", r.src, r.n, callID), Kind: "tool_result", CallID: callID, Name: name,
-		Content: rawJSON(map[string]any{"content": content, "is_error": isErr})})
+		Content: rawJSON(resultContent(content, isErr, imgs))})
 	if f := r.after[callID]; f != nil && r.err == nil {
 		delete(r.after, callID)
 		f()
 	}
+}
+
+func resultContent(content string, isErr bool, imgs []imageDescriptor) map[string]any {
+	m := map[string]any{"content": content, "is_error": isErr}
+	if len(imgs) > 0 {
+		m["images"] = imgs
+	}
+	return m
 }
 
 // settle gives a session's sole final unmatched call an uncertainty result

@@ -5,45 +5,54 @@
 package templates
 
 import (
+	"bytes"
+	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 
 	"github.com/agentstack/agentstack/saivage/config"
+	"github.com/agentstack/agentstack/saivage/workflow"
 )
 
-//go:embed classic
-var classicFS embed.FS
+//go:embed classic classic-typed paad-typed
+var embedded embed.FS
 
 // ConfigFile is the configuration file name inside a template and inside a
 // project's .saivage directory.
 const ConfigFile = "config.yaml"
 
-// Template is one built-in project template.
+// Template is one built-in project template: a complete config.yaml and the
+// prompt files it references, found in its source layers (its own directory
+// first, then the templates it reuses prompts from).
 type Template struct {
 	// Name selects the template (saivage init --template NAME).
 	Name string
 	// Description says what the template sets up.
 	Description string
-	files       fs.FS
+	dir         string
+	// layers are directory names searched in order for prompt files.
+	layers []string
 }
 
 // Default is the template used when none is named.
 const Default = "classic"
 
-// All returns the registered templates in a stable order.
+// All returns the registered templates in a stable order. Registration is
+// explicit: there is no directory scan.
 func All() []Template {
-	classic, err := fs.Sub(classicFS, "classic")
-	if err != nil {
-		panic(err) // embedded path is fixed at compile time
+	return []Template{
+		{Name: "classic", dir: "classic", layers: []string{"classic"},
+			Description: "project → goals → tasks with Planner, Executor and Reviewer agents, an Analyst and a disabled Oversight"},
+		{Name: "classic-typed", dir: "classic-typed", layers: []string{"classic-typed", "classic"},
+			Description: "classic with typed goal children: architecture (component then system review), implementation, test (coverage then verify) and research cards"},
+		{Name: "paad-typed", dir: "paad-typed", layers: []string{"paad-typed", "classic-typed", "classic"},
+			Description: "classic-typed in plan-act-assess-deliver cycles: PAAD plan prompts, no research cards, Oversight enabled, snapped compaction"},
 	}
-	return []Template{{
-		Name:        "classic",
-		Description: "project → goals → tasks with Planner, Executor and Reviewer agents, an Analyst and a disabled Oversight",
-		files:       classic,
-	}}
 }
 
 // Lookup returns the template called name.
@@ -58,22 +67,40 @@ func Lookup(name string) (Template, error) {
 	return Template{}, fmt.Errorf("unknown template %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-// Files returns the template's files (config.yaml and prompts/...), rooted
-// like a project's .saivage directory.
-func (t Template) Files() fs.FS { return t.files }
+// Files serves the template's prompts and config.yaml (from its layers),
+// rooted like a project's .saivage directory; only files can be opened.
+func (t Template) Files() fs.FS { return &recordingFS{t: t, opened: map[string]bool{}} }
+
+// read returns a file of the template: config.yaml from its own directory,
+// a prompt from the first layer that has it.
+func (t Template) read(rel string) ([]byte, error) {
+	if rel == ConfigFile {
+		data, err := fs.ReadFile(embedded, path.Join(t.dir, ConfigFile))
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", t.Name, err)
+		}
+		return data, nil
+	}
+	for _, l := range t.layers {
+		data, err := fs.ReadFile(embedded, path.Join(l, rel))
+		if err == nil {
+			return data, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("template %s: %w", t.Name, err)
+		}
+	}
+	return nil, fmt.Errorf("template %s: %s: %w", t.Name, rel, fs.ErrNotExist)
+}
 
 // Config strictly decodes the template's config.yaml. Templates use no
 // ${NAME} interpolation.
 func (t Template) Config() (*config.Config, error) {
-	data, err := fs.ReadFile(t.files, ConfigFile)
-	if err != nil {
-		return nil, fmt.Errorf("template %s: %w", t.Name, err)
-	}
-	cfg, err := config.Decode(data, config.DecodeOptions{File: "template " + t.Name + "/" + ConfigFile})
+	data, err := t.read(ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	return cfg, nil
+	return config.Decode(data, config.DecodeOptions{File: "template " + t.Name + "/" + ConfigFile})
 }
 
 // ClassicCardTypes returns a fresh copy of the classic template's complete
@@ -90,24 +117,41 @@ func ClassicCardTypes() map[string]config.CardType {
 	return cfg.CardTypes
 }
 
-// Paths lists the template's files in the order Materialize writes them:
-// every prompt first, config.yaml last.
+// Paths lists the template's exact closure in the order Materialize writes
+// it: every prompt the compiled configuration reads, sorted, then
+// config.yaml last. The closure is what compilation opens, so a prompt the
+// configuration does not reference is never written.
 func (t Template) Paths() ([]string, error) {
-	var paths []string
-	err := fs.WalkDir(t.files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && p != ConfigFile {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	cfg, err := t.Config()
 	if err != nil {
-		return nil, fmt.Errorf("template %s: %w", t.Name, err)
+		return nil, err
+	}
+	rec := &recordingFS{t: t, opened: map[string]bool{}}
+	if _, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: rec}); err != nil {
+		return nil, fmt.Errorf("template %s does not compile: %w", t.Name, err)
+	}
+	paths := make([]string, 0, len(rec.opened)+1)
+	for p := range rec.opened {
+		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	return append(paths, ConfigFile), nil
+}
+
+// recordingFS serves a template's layered prompts and remembers which
+// files compilation read.
+type recordingFS struct {
+	t      Template
+	opened map[string]bool
+}
+
+func (r *recordingFS) Open(name string) (fs.File, error) {
+	data, err := r.t.read(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	r.opened[name] = true
+	return &memFile{info: memInfo{name: path.Base(name), size: int64(len(data))}, r: bytes.NewReader(data)}, nil
 }
 
 // Materialize writes the template's files through write (path relative to
@@ -119,9 +163,9 @@ func (t Template) Materialize(write func(rel string, data []byte) error) error {
 		return err
 	}
 	for _, p := range paths {
-		data, err := fs.ReadFile(t.files, p)
+		data, err := t.read(p)
 		if err != nil {
-			return fmt.Errorf("template %s: %w", t.Name, err)
+			return err
 		}
 		if err := write(p, data); err != nil {
 			return fmt.Errorf("materialize %s: %w", p, err)

@@ -85,9 +85,9 @@ func (f *fixture) writeFile(rel, content string) {
 // call runs tool name with args and returns its result.
 func (f *fixture) call(name string, args any) agent.ToolResult {
 	f.t.Helper()
-	bound, missing := tools.Build([]string{name}, f.env)
-	if len(missing) > 0 {
-		f.t.Fatalf("tool %s is not implemented", name)
+	bound, err := tools.Build([]string{name}, f.env)
+	if err != nil {
+		f.t.Fatal(err)
 	}
 	raw, _ := json.Marshal(args)
 	res, err := bound[0].Call(context.Background(), raw)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/saivage/config"
+	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // MCPStartBudget bounds a server's start (process or connection, handshake
@@ -38,12 +39,23 @@ type MCPServers struct {
 	bridges map[string]*mcpbridge.Bridge
 	log     *slog.Logger
 	closed  bool
+	dir     string
+	// yaml names the config.yaml servers (disabled ones included), which
+	// dynamic definitions cannot shadow.
+	yaml map[string]bool
+	// Dynamic definitions (see EnableDefinitions).
+	defsPath string
+	pub      *state.Publisher
+	dynamic  map[string]MCPDefinition
+	catalogs map[string]mcpCatalog
 }
 
 // NewMCPServers prepares the enabled servers of cfg; commands run in dir.
 func NewMCPServers(servers map[string]config.MCPServer, dir string, logger *slog.Logger) *MCPServers {
-	m := &MCPServers{cfgs: map[string]mcpbridge.ServerConfig{}, auto: map[string]bool{}, bridges: map[string]*mcpbridge.Bridge{}, log: logger}
+	m := &MCPServers{cfgs: map[string]mcpbridge.ServerConfig{}, auto: map[string]bool{}, bridges: map[string]*mcpbridge.Bridge{}, log: logger,
+		dir: dir, yaml: map[string]bool{}, dynamic: map[string]MCPDefinition{}, catalogs: map[string]mcpCatalog{}}
 	for name, s := range servers {
+		m.yaml[name] = true
 		if s.Disabled {
 			continue
 		}
@@ -133,6 +145,7 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 	case "stop", "restart":
 		stop = m.bridges[name]
 		delete(m.bridges, name)
+		delete(m.catalogs, name)
 	case "start":
 	default:
 		m.mu.Unlock()
@@ -152,6 +165,7 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 		if err != nil {
 			return MCPStatus{}, err
 		}
+		m.ensureCatalog(name, b)
 	}
 	for _, st := range m.Status() {
 		if st.Name == name {
@@ -185,7 +199,16 @@ func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawM
 	want := mcpbridge.ToolName(name, tool)
 	for _, t := range b.Tools() {
 		if t.Spec().Name == want {
-			return t.Call(ctx, args)
+			if err := validateArgs(t.Spec().Parameters, args); err != nil {
+				return failf("%s.%s: %v", name, tool, err), nil
+			}
+			cctx, cancel := context.WithTimeout(ctx, MCPInvokeDeadline)
+			defer cancel()
+			res, err := t.Call(cctx, args)
+			if err != nil {
+				return res, err
+			}
+			return projectResult(res), nil
 		}
 	}
 	return agent.ToolResult{}, fmt.Errorf("MCP server %q has no ready tool %q (see mcp_tools)", name, tool)

@@ -139,6 +139,17 @@ type Env struct {
 	MCP *MCPServers
 	// HTTPClient performs webfetch requests (default: a bounded client).
 	HTTPClient *http.Client
+	// WebSearch answers websearch; nil reports the tool unavailable.
+	WebSearch WebSearcher
+	// Retrieval serves the observed-collection tools; nil reports them
+	// unavailable.
+	Retrieval Retrieval
+	// Quality runs the code-quality analyzers; nil reports the quality
+	// tools unavailable.
+	Quality QualityRunner
+	// RestartServer schedules a restart of the server process; nil reports
+	// restart_server unavailable.
+	RestartServer func(ctx context.Context, reason string) error
 	// Redact removes configured secrets from text the model sees.
 	Redact func(string) string
 	// AfterActivation is called after activate_card returned (the Planner
@@ -182,10 +193,12 @@ func Names() []string {
 	return out
 }
 
-// Build binds the named tools to env, in the given order. Names this build
-// does not implement are returned in missing and left out; the model never
-// sees a tool that cannot run.
-func Build(names []string, env *Env) (bound []agent.Tool, missing []string) {
+// Build binds the named tools to env, in the given order. The workflow
+// compiler admits only names this build provides, so a name without a
+// factory is an error naming it, never a silent drop.
+func Build(names []string, env *Env) ([]agent.Tool, error) {
+	bound := make([]agent.Tool, 0, len(names))
+	var missing []string
 	for _, n := range names {
 		f, ok := catalogue[n]
 		if !ok {
@@ -194,7 +207,10 @@ func Build(names []string, env *Env) (bound []agent.Tool, missing []string) {
 		}
 		bound = append(bound, f(env))
 	}
-	return bound, missing
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("this build does not provide the tools %s", strings.Join(missing, ", "))
+	}
+	return bound, nil
 }
 
 // spec builds a ToolSpec with a JSON schema literal.

@@ -1,5 +1,7 @@
 package workflow
 
+import "slices"
+
 // knownTools are the tool identities an agent may be granted by
 // configuration. emit_result is generated per node and never configured.
 var knownTools = setOf(
@@ -23,6 +25,28 @@ var oversightAllowedTools = setOf(
 	"read", "read_agent_session", "read_record_version", "read_runtime_errors", "read_runtime_events",
 )
 
+// unprovidedTools are known identities this build cannot provide, with why;
+// configuring one fails compilation with that reason.
+var unprovidedTools = map[string]string{
+	"checkpoint_source": "needs the native Git workflow (git_workflow.enabled: true), which this build does not provide",
+}
+
+// KnownTools returns every configurable tool identity this build provides
+// (tools and quality tools), sorted.
+func KnownTools() []string {
+	var out []string
+	for n := range knownTools {
+		if unprovidedTools[n] == "" {
+			out = append(out, n)
+		}
+	}
+	for n := range knownQualityTools {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // plannerOnlyTools may only be granted to agents that run in card sessions.
 var cardOnlyTools = setOf("activate_card", "edit_card")
 
@@ -30,17 +54,6 @@ var cardOnlyTools = setOf("activate_card", "edit_card")
 var knownQualityTools = setOf(
 	"code_quality_javascript_eslint", "code_quality_python_ruff", "code_quality_typescript_eslint",
 )
-
-// knownActions are the built-in action identities with their contract version.
-var knownActions = map[string]int{
-	"shell.run":                      1,
-	"code_quality.javascript_eslint": 1,
-	"code_quality.python_ruff":       1,
-	"code_quality.typescript_eslint": 1,
-}
-
-// KnownTool reports whether name is a configurable tool identity.
-func KnownTool(name string) bool { return knownTools[name] }
 
 // OversightAllowed reports whether an Oversight agent may hold tool name.
 func OversightAllowed(name string) bool { return oversightAllowedTools[name] }

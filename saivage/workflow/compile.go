@@ -40,6 +40,12 @@ func (a Agent) MayWrite(record string) bool {
 	return false
 }
 
+// BoundTools are the tool identities the agent is bound with: its tools
+// followed by its quality tools.
+func (a Agent) BoundTools() []string {
+	return append(slices.Clone(a.Tools), a.QualityTools...)
+}
+
 // Set is the compiled workflow of a whole configuration.
 type Set struct {
 	tables    map[string]*Table
@@ -200,6 +206,10 @@ func (c *compiler) agent(name string, a config.Agent) (Agent, error) {
 			return Agent{}, fail(tp, "emit_result is generated per node and cannot be configured")
 		case !knownTools[t]:
 			return Agent{}, fail(tp, "unknown tool %q", t)
+		case unprovidedTools[t] != "":
+			return Agent{}, fail(tp, "tool %q %s", t, unprovidedTools[t])
+		case t == "skill" && !a.Skills:
+			return Agent{}, fail(tp, "tool skill needs skills: true on agent %q", name)
 		case seen[t]:
 			return Agent{}, fail(tp, "tool %q listed twice", t)
 		case a.Session == "global" && cardOnlyTools[t]:
@@ -208,9 +218,14 @@ func (c *compiler) agent(name string, a config.Agent) (Agent, error) {
 		seen[t] = true
 	}
 	for i, q := range a.QualityTools {
-		if !knownQualityTools[q] {
-			return Agent{}, fail(fmt.Sprintf("%s.quality_tools[%d]", p, i), "unknown quality tool %q", q)
+		qp := fmt.Sprintf("%s.quality_tools[%d]", p, i)
+		switch {
+		case !knownQualityTools[q]:
+			return Agent{}, fail(qp, "unknown quality tool %q", q)
+		case seen[q]:
+			return Agent{}, fail(qp, "quality tool %q listed twice", q)
 		}
+		seen[q] = true
 	}
 	for i, g := range a.RecordWrites {
 		if _, err := path.Match(g, "x"); err != nil {
@@ -367,6 +382,15 @@ func (c *compiler) cardType(name string, ct config.CardType) (*Table, error) {
 				return nil, fail(fmt.Sprintf("%s.statuses[%d]", hp, i), "must be done, blocked or failed, not %q", s)
 			}
 		}
+		hook := &Hook{Action: h.Execution.Action, ContractVersion: h.Execution.ContractVersion, Config: h.Execution.Config,
+			Statuses: slices.Clone(h.Statuses), Inputs: map[string]any{}}
+		for in, v := range h.Execution.Inputs {
+			if v.Source != "" || v.Literal == nil {
+				return nil, fail(hp+".execution.inputs."+in, "a hook takes literal inputs only")
+			}
+			hook.Inputs[in] = v.Literal
+		}
+		t.hook = hook
 	}
 	agents := map[string]bool{}
 	for _, n := range t.nodes {
@@ -376,20 +400,6 @@ func (c *compiler) cardType(name string, ct config.CardType) (*Table, error) {
 	}
 	t.agents = sorted(agents)
 	return t, nil
-}
-
-func (c *compiler) action(p string, e config.Execution) error {
-	if e.Agent != "" || e.Prompt != nil || e.CorrectionPrompt != nil || e.DataInputs != nil {
-		return fail(p, "action executions take action, config, contract_version and inputs only")
-	}
-	v, ok := knownActions[e.Action]
-	if !ok {
-		return fail(p+".action", "unknown action %q", e.Action)
-	}
-	if e.ContractVersion != v {
-		return fail(p+".contract_version", "action %q uses contract version %d", e.Action, v)
-	}
-	return nil
 }
 
 func (c *compiler) node(typeName string, ct config.CardType, nn string, n config.Node) (Node, error) {
@@ -433,6 +443,7 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			}
 			out.Tools = append(out.Tools, tool)
 		}
+		out.Tools = append(out.Tools, a.QualityTools...)
 		out.DataFields = map[string]DataField{}
 		for _, fn := range sorted(e.DataInputs) {
 			f, err := dataField(ep+".data_inputs."+fn, fn, e.DataInputs[fn])
@@ -447,12 +458,22 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			return Node{}, err
 		}
 		out.Action, out.ContractVersion, out.ActionConfig = e.Action, e.ContractVersion, e.Config
+		out.DataFields = ActionFields(e.Action)
+		for en := range n.Edges {
+			if !slices.Contains(actionOutcomes, en) {
+				return Node{}, fail(np+".edges."+en, "action nodes route the outcomes done and failed, not %q", en)
+			}
+		}
 	default:
 		return Node{}, fail(ep+".kind", `must be "agent" or "action", not %q`, e.Kind)
 	}
 	for _, in := range sorted(e.Inputs) {
 		v := e.Inputs[in]
 		ip := ep + ".inputs." + in
+		if out.Inputs == nil {
+			out.Inputs = map[string]Input{}
+		}
+		out.Inputs[in] = Input{Literal: v.Literal, Source: v.Source}
 		if (v.Literal == nil) == (v.Source == "") {
 			return Node{}, fail(ip, "give exactly one of literal or source")
 		}
@@ -465,7 +486,9 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 			if !ok {
 				return Node{}, fail(ip+".source", "unknown node %q", src)
 			}
-			if _, ok := sn.Execution.DataInputs[field]; !ok {
+			_, typed := sn.Execution.DataInputs[field]
+			_, factual := ActionFields(sn.Execution.Action)[field]
+			if !typed && !factual {
 				return Node{}, fail(ip+".source", "node %q has no data field %q", src, field)
 			}
 		}

@@ -39,8 +39,13 @@ func TestCompileBuiltinTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := set.CardTypes(); !slices.Equal(got, []string{"goal", "project", "task"}) {
-				t.Fatalf("card types = %v", got)
+			want := map[string][]string{
+				"classic":       {"goal", "project", "task"},
+				"classic-typed": {"architecture", "goal", "implementation", "project", "research", "test"},
+				"paad-typed":    {"architecture", "goal", "implementation", "project", "research", "test"},
+			}[tpl.Name]
+			if got := set.CardTypes(); !slices.Equal(got, want) {
+				t.Fatalf("card types = %v, want %v", got, want)
 			}
 		})
 	}
@@ -192,6 +197,17 @@ func TestCompileRejects(t *testing.T) {
 		{"unknown tool", func(c *config.Config) {
 			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "teleport") })
 		}, "agents.executor.tools[22]", "unknown tool"},
+		{"tool this build cannot provide", func(c *config.Config) {
+			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "checkpoint_source") })
+		}, "agents.executor.tools[22]", `tool "checkpoint_source" needs the native Git workflow`},
+		{"skill without skills", func(c *config.Config) {
+			agent(c, "reviewer", func(a *config.Agent) { a.Skills = false })
+		}, "agents.reviewer.tools[12]", "skill needs skills: true"},
+		{"quality tool listed twice", func(c *config.Config) {
+			agent(c, "executor", func(a *config.Agent) {
+				a.QualityTools = []string{"code_quality_python_ruff", "code_quality_python_ruff"}
+			})
+		}, "agents.executor.quality_tools[1]", "listed twice"},
 		{"emit_result configured", func(c *config.Config) {
 			agent(c, "executor", func(a *config.Agent) { a.Tools = append(a.Tools, "emit_result") })
 		}, "agents.executor.tools[22]", "generated"},
@@ -349,10 +365,32 @@ func TestCompileRejects(t *testing.T) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "agent"}, Statuses: []string{"done"}}
 			})
 		}, "card_types.task.workflow.after_activation_commit.execution.kind", "action"},
+		{"unqualified action", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "run", ContractVersion: 1}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.action", "not qualified"},
+		{"reserved namespace", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.exec", ContractVersion: 1}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.action", "reserved namespace"},
+		{"shell.run script and argv", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1,
+					Config: map[string]any{"script": "x", "argv": []any{"y"}}}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.config", "exactly one of script or argv"},
+		{"shell.run timeout", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1,
+					Config: map[string]any{"script": "x", "timeout_seconds": 99999}}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.config.timeout_seconds", "1 to 3600"},
 		{"hook status", func(c *config.Config) {
 			setWF(c, "task", func(w *config.Workflow) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{
-					Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1}, Statuses: []string{"cancelled"}}
+					Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Config: map[string]any{"script": "true"}}, Statuses: []string{"cancelled"}}
 			})
 		}, "card_types.task.workflow.after_activation_commit.statuses[0]", "done, blocked or failed"},
 		{"format version", func(c *config.Config) {
@@ -384,12 +422,15 @@ func TestCompileActionNodeWithOutputRecord(t *testing.T) {
 	x := cfg.CardTypes["task"]
 	x.Records["lint"] = config.RecordDecl{Format: "markdown"}
 	x.Workflow.Nodes["lint"] = config.Node{
-		Execution:    config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Inputs: map[string]config.Input{"script": {Literal: "make lint"}}},
+		Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1, Config: map[string]any{"script": "make lint"},
+			Inputs: map[string]config.Input{"target": {Literal: "all"}}},
 		Records:      map[string]config.NodeRecord{"lint": {Mode: "continue", Gate: "updated"}},
 		OutputRecord: "lint",
 		Edges: map[string]config.Edge{
-			"success": {EdgeBody: config.EdgeBody{Target: &config.Target{Node: "review"}}},
-			"failure": {EdgeBody: config.EdgeBody{Target: &config.Target{Node: "execute"}}},
+			"done": {Cases: []config.Case{{ID: "clean", When: config.When{Field: "exit_code", Op: "eq", Value: 0},
+				EdgeBody: config.EdgeBody{Target: &config.Target{Node: "review"}}}},
+				Otherwise: &config.EdgeBody{Target: &config.Target{Node: "execute"}}},
+			"failed": {EdgeBody: config.EdgeBody{Target: &config.Target{Terminal: "FAILED"}}},
 		},
 	}
 	e := x.Workflow.Nodes["execute"]
@@ -413,20 +454,25 @@ func TestCompileActionNodeWithOutputRecord(t *testing.T) {
 
 func TestCompileHasNoFileEffectsBeyondPrompts(t *testing.T) {
 	cfg, files := classic(t)
+	tpl, _ := templates.Lookup("classic")
+	paths, err := tpl.Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// An in-memory FS proves compilation needs nothing but read access.
 	mem := fstest.MapFS{}
-	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			b, _ := fs.ReadFile(files, p)
-			mem[p] = &fstest.MapFile{Data: b}
+	for _, p := range paths {
+		b, err := fs.ReadFile(files, p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		mem[p] = &fstest.MapFile{Data: b}
+	}
 	if _, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem}); err != nil {
 		t.Fatal(err)
 	}
 	delete(mem, "prompts/nodes/rework.md")
-	_, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem})
+	_, err = workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: mem})
 	if err == nil || !strings.Contains(err.Error(), "card_types.task.workflow.nodes.review.edges.done.otherwise.prompt.reference") {
 		t.Fatalf("err = %v", err)
 	}

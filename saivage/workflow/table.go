@@ -136,6 +136,7 @@ type Node struct {
 	ActionConfig    map[string]any `json:"action_config,omitempty"`
 	OutputRecord    string         `json:"output_record,omitempty"`
 	// Both.
+	Inputs            map[string]Input     `json:"inputs,omitempty"`
 	Outcomes          []string             `json:"outcomes"`
 	Records           map[string]RecordUse `json:"records,omitempty"`
 	InitializeRecords []string             `json:"initialize_records,omitempty"`
@@ -144,6 +145,13 @@ type Node struct {
 	// EmitResult is the JSON schema of the node's generated emit_result tool
 	// parameters (agent nodes only).
 	EmitResult json.RawMessage `json:"emit_result,omitempty"`
+}
+
+// Input is a node input: a literal value or a predecessor fact
+// "<node>.<field>".
+type Input struct {
+	Literal any    `json:"literal,omitempty"`
+	Source  string `json:"source,omitempty"`
 }
 
 // RecordSpec is a declared record of a card type.
@@ -167,6 +175,7 @@ type Table struct {
 	childTypes []string
 	recipient  string
 	agents     []string
+	hook       *Hook
 }
 
 // CardType returns the card type the table belongs to.

@@ -1,0 +1,248 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentstack/agentstack/saivage/quality"
+	"github.com/agentstack/agentstack/saivage/runtime"
+)
+
+// actionConfig inserts a shell.run node "check" between the root's plan and
+// assess nodes (routing on its exit code, its stdout accepted into the
+// report record) and an after_activation_commit hook running hookScript.
+func actionConfig(checkScript, hookScript string) func(string) string {
+	return checkNodeConfig(`action: shell.run
+            contract_version: 1
+            config:
+              script: '`+checkScript+`'
+              timeout_seconds: 60
+              env: {GREETING: hello}
+            inputs:
+              mode: {literal: strict}`, "exit_code", hookScript)
+}
+
+// checkNodeConfig inserts the action node "check" (its execution's action
+// lines given) routing done results with FIELD == 0 to assess and others
+// to BLOCKED.
+func checkNodeConfig(execution, field, hookScript string) func(string) string {
+	return func(cfg string) string {
+		cfg = strings.Replace(cfg, `      assessment:
+        format: markdown
+`, `      assessment:
+        format: markdown
+      report:
+        format: markdown
+`, 1)
+		cfg = strings.Replace(cfg, `          edges:
+            done:
+              target: {node: assess}
+              prompt: {reference: prompts/nodes/assess.md}
+            blocked:
+              target: {terminal: BLOCKED}
+            failed:
+              target: {terminal: FAILED}
+        assess:`, `          edges:
+            done:
+              target: {node: check}
+            blocked:
+              target: {terminal: BLOCKED}
+            failed:
+              target: {terminal: FAILED}
+        check:
+          execution:
+            kind: action
+            `+execution+`
+          records:
+            report: {mode: continue, gate: updated}
+          output_record: report
+          edges:
+            done:
+              cases:
+                - id: clean
+                  when: {field: `+field+`, op: eq, value: 0}
+                  target: {node: assess}
+                  prompt: {reference: prompts/nodes/assess.md}
+              otherwise:
+                target: {terminal: BLOCKED}
+            failed:
+              target: {terminal: FAILED}
+        assess:`, 1)
+		return strings.Replace(cfg, `      notification_recipient: plan
+      entries:
+        BACKLOG: {node: plan, prompt: {reference: prompts/entries/backlog.md}}`, `      notification_recipient: plan
+      after_activation_commit:
+        statuses: [done, blocked]
+        execution:
+          kind: action
+          action: shell.run
+          contract_version: 1
+          config:
+            script: '`+hookScript+`'
+      entries:
+        BACKLOG: {node: plan, prompt: {reference: prompts/entries/backlog.md}}`, 1)
+	}
+}
+
+func TestActionNodeRoutesOnExitCodeAndHookRunsAfterDone(t *testing.T) {
+	e := newEnv(t, envOptions{initEdit: actionConfig(
+		`printf "greeting=%s mode=%s card=%s\r\n" "$GREETING" "$SAIVAGE_INPUT_MODE" "$SAIVAGE_CARD_ID"; echo warn >&2; exit 0`,
+		`test "$(cat .saivage/cards/project/head.json | head -c 1)" = "{" && echo "$SAIVAGE_CARD_ID" > hook-ran.txt`)})
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "check, then assess"}),
+		emit("done", "planned", nil),
+		call("write", map[string]any{"path": "record:assessment", "content": "Objective met."}),
+		emit("done", "assessed", map[string]any{"verdict": "complete"}),
+	)
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sum := e.waitRunEnded(); sum.Outcome != "done" || e.status("project") != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	// Command stdout became the report record, bytes exact (CRLF kept).
+	if c, v := e.record("project", "report"); v != 1 || c != "greeting=hello mode=strict card=project\r\n" {
+		t.Errorf("report = v%d %q", v, c)
+	}
+	ref, _ := e.p.Cards.RecordRef(context.Background(), "project", "report")
+	cur, _ := e.p.Cards.Records().Current(ref)
+	if h, _ := e.p.Cards.Records().Latest(ref, cur.Head); !strings.HasPrefix(h.Author, "action-output:check/") {
+		t.Errorf("report author = %q", h.Author)
+	}
+	// Evidence rows: entry, spawn, finish for the node and the hook.
+	var inv string
+	for _, typ := range []string{"action_entry", "action_spawn", "action_finish"} {
+		evs := e.events(typ)
+		if len(evs) != 2 || evs[0].Data["node"] != "check" || evs[1].Data["hook"] != "after_activation_commit" {
+			t.Fatalf("%s rows = %+v", typ, evs)
+		}
+		inv = evs[0].Data["invocation"].(string)
+	}
+	dir := filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv)
+	for file, want := range map[string]string{"stderr": "warn\n", "invocation.json": `"exit_code": 0`} {
+		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("%s = %q, %v", file, b, err)
+		}
+	}
+	// The hook ran after the DONE publication.
+	if b, err := os.ReadFile(filepath.Join(e.dir, "hook-ran.txt")); err != nil || string(b) != "project\n" {
+		t.Errorf("hook output = %q, %v", b, err)
+	}
+	if h := e.events("hook_finished"); len(h) != 1 || h[0].Data["ok"] != true || h[0].Data["status"] != "done" {
+		t.Errorf("hook_finished = %+v", h)
+	}
+}
+
+func TestActionNonzeroExitRoutesAndFailingHookKeepsOutcome(t *testing.T) {
+	e := newEnv(t, envOptions{initEdit: actionConfig(`echo "2 problems"; exit 3`, `echo broken >&2; exit 7`)})
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "check"}),
+		emit("done", "planned", nil),
+	)
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEnded()
+	// exit 3 took the otherwise case: BLOCKED, and the factual report stays.
+	if st := e.status("project"); st != "blocked" {
+		t.Fatalf("root is %s", st)
+	}
+	if c, v := e.record("project", "report"); v != 1 || c != "2 problems\n" {
+		t.Errorf("report = v%d %q", v, c)
+	}
+	res := e.events("result_accepted")
+	if last := res[len(res)-1]; last.Data["node"] != "check" || last.Data["data"].(map[string]any)["exit_code"] != float64(3) {
+		t.Errorf("result = %+v", last)
+	}
+	// The hook failed; the outcome it followed is unchanged.
+	h := e.events("hook_finished")
+	if len(h) != 1 || h[0].Data["ok"] != false || h[0].Data["status"] != "blocked" {
+		t.Errorf("hook_finished = %+v", h)
+	}
+	if st := e.status("project"); st != "blocked" {
+		t.Errorf("root after the hook is %s", st)
+	}
+}
+
+func TestActionOutputMustBeText(t *testing.T) {
+	for _, tc := range []struct{ name, script, want string }{
+		{"empty", `true`, "empty"},
+		{"nul", `printf "a\000b"`, "NUL"},
+		{"invalid utf8", `printf "\377\376"`, "UTF-8"},
+		{"oversized", `head -c 1048577 /dev/zero | tr "\000" x`, "over 1048576 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{initEdit: actionConfig(tc.script, `true`)})
+			e.script.Add("planner@project",
+				call("write", map[string]any{"path": "record:plan", "content": "check"}),
+				emit("done", "planned", nil),
+			)
+			if err := e.rt.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e.waitRunEnded()
+			if st := e.status("project"); st != "failed" {
+				t.Fatalf("root is %s", st)
+			}
+			if _, v := e.record("project", "report"); v != 0 {
+				t.Errorf("report accepted v%d", v)
+			}
+			fin := e.events("card_finished")
+			if len(fin) != 1 || !strings.Contains(fin[0].Data["reason"].(string), tc.want) {
+				t.Errorf("card_finished = %+v", fin)
+			}
+		})
+	}
+}
+
+func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
+	mods := os.Getenv("SAIVAGE_TEST_QUALITY_MODULES")
+	if mods == "" {
+		t.Skip("SAIVAGE_TEST_QUALITY_MODULES is not set (.ci/run installs the analyzers)")
+	}
+	for _, tc := range []struct{ action, file, content, rule string }{
+		{"code_quality.python_ruff", "app/main.py", "import os\n\n\ndef hello():\n    return 'hi'\n", "F401"},
+		{"code_quality.javascript_eslint", "app/main.js", "export function hello() {\n  return greeting;\n}\n", "no-undef"},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{NodeModules: mods}},
+				initEdit: checkNodeConfig("action: "+tc.action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
+			if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(e.dir, tc.file), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e.script.Add("planner@project",
+				call("write", map[string]any{"path": "record:plan", "content": "lint"}),
+				emit("done", "planned", nil),
+			)
+			if err := e.rt.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e.waitRunEnded()
+			// One lint error: errors != 0 takes the otherwise case.
+			if st := e.status("project"); st != "blocked" {
+				t.Fatalf("root is %s", st)
+			}
+			report, v := e.record("project", "report")
+			if v != 1 || !strings.Contains(report, tc.file) || !strings.Contains(report, tc.rule) || !strings.Contains(report, "1 errors") {
+				t.Errorf("report = v%d %q", v, report)
+			}
+			fin := e.events("action_finish")
+			inv := fin[0].Data["invocation"].(string)
+			dir := filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv)
+			rep, err := os.ReadFile(filepath.Join(dir, "report.json"))
+			if err != nil || !strings.Contains(string(rep), `"rule": "`+tc.rule+`"`) {
+				t.Errorf("report.json = %s, %v", rep, err)
+			}
+			invocation, err := os.ReadFile(filepath.Join(dir, "invocation.json"))
+			if err != nil || !strings.Contains(string(invocation), `"`+tc.file+`"`) || !strings.Contains(string(invocation), `"exit_code": 0`) {
+				t.Errorf("invocation.json = %s, %v", invocation, err)
+			}
+		})
+	}
+}
