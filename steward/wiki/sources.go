@@ -103,7 +103,7 @@ func CopySource(vaultDir, dir, name, origin string) (AddItem, error) {
 		cur, err := os.ReadFile(dest)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			err = createExclusive(dest, data)
+			err = publishExclusive(dest, data)
 			if err == nil {
 				it.Action = "written"
 				if n > 1 {
@@ -134,3 +134,55 @@ type namedInfo struct {
 }
 
 func (n namedInfo) Name() string { return n.name }
+
+// publishExclusive creates dest with data, failing when it exists. The
+// bytes go to a temporary file first and are linked into place, so that a
+// writer killed midway never leaves a partial file under the final name.
+func publishExclusive(dest string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(dest), ".tmp-"+filepath.Base(dest)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Link(tmp, dest)
+	}
+	return err
+}
+
+// RemoveStaleTemps removes the temporary files a killed writer left in the
+// source folder dir (under raw/sources/). Call it only while no writer of
+// that folder runs.
+func RemoveStaleTemps(vaultDir, dir string) error {
+	full, err := sourcesPath(vaultDir, path.Join(SourcesDir, dir, "x"))
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(filepath.Dir(full))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") && e.Type().IsRegular() {
+			os.Remove(filepath.Join(filepath.Dir(full), e.Name()))
+		}
+	}
+	return nil
+}

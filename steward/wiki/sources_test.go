@@ -75,3 +75,22 @@ func TestCopySourceCollisionRules(t *testing.T) {
 		t.Errorf("a folder outside raw/sources was accepted: %v", err)
 	}
 }
+
+func TestRemoveStaleTemps(t *testing.T) {
+	vault := t.TempDir()
+	dir := filepath.Join(vault, "raw/sources/mail")
+	stale := write(t, filepath.Join(dir, ".tmp-mail-thread-1.md-123"), "half")
+	note := write(t, filepath.Join(dir, "mail-thread-1.md"), "whole")
+	if err := RemoveStaleTemps(vault, "mail"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatal("the stale temporary file is still there")
+	}
+	if read(t, note) != "whole" {
+		t.Fatal("a published file was touched")
+	}
+	if err := RemoveStaleTemps(vault, "nothing-here"); err != nil {
+		t.Fatalf("a missing folder: %v", err)
+	}
+}
