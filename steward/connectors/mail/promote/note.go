@@ -100,14 +100,11 @@ func sender(m *threads.Message) string {
 // mail itself appears only as quoted excerpts.
 func renderNote(t *threads.Thread, hash string, d *Decision, atts []SavedAttachment, link linker, now time.Time) ([]byte, error) {
 	fm := frontmatter{
-		Title: oneLine(t.Subject, 200), Type: "source", Kind: "mail-thread",
+		Title: subject(t), Type: "source", Kind: "mail-thread",
 		Thread: "thread://" + strconv.FormatInt(t.ID, 10), Account: t.Account,
 		Categories: d.Categories, ReviewBy: d.ReviewBy, Attachments: atts, SourceHash: hash,
 		FirstAt: t.FirstAt.UTC().Format(time.RFC3339), LastAt: t.LastAt.UTC().Format(time.RFC3339),
 		Promoted: now.UTC().Format(time.RFC3339),
-	}
-	if fm.Title == "" {
-		fm.Title = "Mail thread " + strconv.FormatInt(t.ID, 10)
 	}
 	if fm.Categories == nil {
 		fm.Categories = []string{}
@@ -212,6 +209,19 @@ func quote(b *bytes.Buffer, body string) {
 		}
 		b.WriteString("> " + line + "\n")
 	}
+}
+
+// subject is the thread's subject as its first message wrote it (the
+// thread row holds it normalised to lower case).
+func subject(t *threads.Thread) string {
+	s := t.Subject
+	if len(t.Messages) > 0 && strings.TrimSpace(t.Messages[0].Subject) != "" {
+		s = t.Messages[0].Subject
+	}
+	if s = oneLine(s, 200); s == "" {
+		s = "Mail thread " + strconv.FormatInt(t.ID, 10)
+	}
+	return s
 }
 
 func plural(n int) string {

@@ -57,6 +57,12 @@ type Rescanner interface {
 	Rescan(ctx context.Context) error
 }
 
+// RescanFunc adapts a function to Rescanner.
+type RescanFunc func(ctx context.Context) error
+
+// Rescan calls f.
+func (f RescanFunc) Rescan(ctx context.Context) error { return f(ctx) }
+
 // Auditor records audit events; *audit.Ledger is one.
 type Auditor interface {
 	Record(ctx context.Context, e audit.Event)
@@ -209,6 +215,15 @@ func (p *Promoter) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !opts.DryRun {
+		// A killed run may have left temporary files; none is being written
+		// now (one run at a time).
+		for _, dir := range []string{NotesDir, attachmentsDir} {
+			if err := wiki.RemoveStaleTemps(p.opts.VaultDir, dir); err != nil {
+				p.opts.Log.Warn("could not clear stale temporary files", "dir", dir, "err", err)
+			}
+		}
+	}
 	r := &run{p: p, opts: opts, hashes: hashes, rep: &Report{DryRun: opts.DryRun, Items: []Item{}}, total: len(sums), copied: map[string]bool{}}
 	r.rep.Candidates = len(sums)
 	jobs := make(chan threads.Summary)
@@ -294,7 +309,7 @@ func (r *run) finish(s threads.Summary, it Item) {
 
 // one takes a thread through the pipeline.
 func (r *run) one(ctx context.Context, s threads.Summary) Item {
-	key := "thread:" + strconv.FormatInt(s.ID, 10)
+	key := threads.Key(s.ID)
 	it := Item{Key: key}
 	if ctx.Err() != nil {
 		it.Outcome, it.Reason = OutcomeDeferred, "interrupted"
@@ -305,16 +320,13 @@ func (r *run) one(ctx context.Context, s threads.Summary) Item {
 		it.Outcome, it.Reason = OutcomeDeferred, fmt.Sprintf("read thread: %v", err)
 		return it
 	}
-	it.Subject = oneLine(t.Subject, 120)
+	it.Subject = subject(t)
 	hash := t.Hash()
 	if r.hashes[key] == hash {
 		it.Outcome = OutcomeUnchanged
 		return it
 	}
-	st := State{Key: key, ThreadID: t.ID, Hash: hash}
-	for _, m := range t.Messages {
-		st.MessageIDs = append(st.MessageIDs, m.MessageID)
-	}
+	st := State{Key: key, ThreadID: t.ID, Hash: hash, MessageIDs: t.MessageIDs()}
 	if v := threads.Prefilter(t); v.Noise {
 		it.Outcome, it.Reason = OutcomeFiltered, v.Reason
 		st.Outcome, st.Reason = OutcomeFiltered, v.Reason
@@ -440,7 +452,7 @@ func (r *run) copyAttachments(ctx context.Context, t *threads.Thread, d *Decisio
 		}
 		r.mu.Unlock()
 		if it.Changed() && first {
-			r.audit(ctx, audit.Event{Type: "promotion.attachment", Correlation: "thread:" + strconv.FormatInt(t.ID, 10),
+			r.audit(ctx, audit.Event{Type: "promotion.attachment", Correlation: t.Key(),
 				Summary: fmt.Sprintf("copied attachment %s to %s", oneLine(a.Filename, 120), it.Dest),
 				Payload: map[string]any{"attachment": a.ID, "message": a.MessageID, "dest": it.Dest, "sha256": a.SHA256, "action": it.Action, "categories": a.Categories},
 				Refs:    []audit.Ref{{Kind: "wiki", ID: it.Dest}}})

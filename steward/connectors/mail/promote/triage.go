@@ -150,13 +150,13 @@ func schema(attachmentIDs []string) map[string]any {
 	})
 }
 
-// attachmentRefs numbers a thread's attachments "a1", "a2"… for the
-// prompt: the model sees opaque ids, never mirror ids or paths.
+// attachmentRefs lists a thread's attachment ids (the mirror ids the
+// rendering shows) for the prompt and the schema's allow-list.
 func attachmentRefs(t *threads.Thread) (ids []string, byID map[string]ChosenAttachment) {
 	byID = map[string]ChosenAttachment{}
 	for _, m := range t.Messages {
 		for _, a := range m.Attachments {
-			id := "a" + strconv.Itoa(len(ids)+1)
+			id := strconv.FormatInt(a.ID, 10)
 			ids = append(ids, id)
 			byID[id] = ChosenAttachment{Attachment: a, MessageID: m.ID}
 		}

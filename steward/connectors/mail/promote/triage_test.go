@@ -36,10 +36,10 @@ func TestRequestCarriesSchemaAttributionAndOpaqueAttachmentIDs(t *testing.T) {
 	schema := body["response_format"].(map[string]any)["json_schema"].(map[string]any)["schema"].(map[string]any)
 	items := schema["properties"].(map[string]any)["attachments"].(map[string]any)["items"].(map[string]any)
 	enum := items["properties"].(map[string]any)["id"].(map[string]any)["enum"]
-	if got, _ := json.Marshal(enum); string(got) != `["a1","a2"]` {
+	if got, _ := json.Marshal(enum); string(got) != `["7","8"]` {
 		t.Fatalf("attachment id enum %s", got)
 	}
-	if byID["a1"].ID != 7 || byID["a2"].ID != 8 || byID["a1"].MessageID != 1001 {
+	if byID["7"].ID != 7 || byID["8"].ID != 8 || byID["7"].MessageID != 1001 {
 		t.Fatalf("attachment refs %+v", byID)
 	}
 	user := req.Messages[1].Content
@@ -63,7 +63,7 @@ func TestParseAnswer(t *testing.T) {
 	}{
 		{"durable with a document", `{"durable":true,"categories":["document","commitment","document"],"summary":"Lease renews\n# on 2027-01-31","facts":["Rent is 900 EUR"],
 			"commitments":[{"who":"me","what":"sign","due":"2027-01-31"}],"people":[{"name":"Landlord","email":"landlord@example.org","role":"landlord"}],
-			"organizations":[],"review_by":"2027-01-15","attachments":[{"id":"a1","durable":true,"categories":["document"],"reason":"lease"},{"id":"a2","durable":false,"categories":[],"reason":"logo"}]}`,
+			"organizations":[],"review_by":"2027-01-15","attachments":[{"id":"7","durable":true,"categories":["document"],"reason":"lease"},{"id":"8","durable":false,"categories":[],"reason":"logo"}]}`,
 			nil, func(t *testing.T, d *Decision) {
 				if !d.Durable || !slices.Equal(d.Categories, []string{"document", "commitment"}) || d.ReviewBy != "2027-01-15" {
 					t.Fatalf("%+v", d)
@@ -76,7 +76,7 @@ func TestParseAnswer(t *testing.T) {
 				}
 			}},
 		{"values outside the allow-lists are dropped", `{"durable":true,"categories":["commitment","admin-override"],"summary":"s","facts":[],"commitments":[],"people":[],
-			"organizations":[],"review_by":"next week","attachments":[{"id":"../../etc/passwd","durable":true,"categories":["document"]},{"id":"a1","durable":true,"categories":["secret"]}]}`,
+			"organizations":[],"review_by":"next week","attachments":[{"id":"../../etc/passwd","durable":true,"categories":["document"]},{"id":"7","durable":true,"categories":["secret"]}]}`,
 			nil, func(t *testing.T, d *Decision) {
 				if !slices.Equal(d.Categories, []string{"commitment"}) || d.ReviewBy != "" {
 					t.Fatalf("%+v", d)
@@ -123,7 +123,7 @@ func TestParseAnswer(t *testing.T) {
 // FuzzParseAnswer: no answer crashes the parser, and an accepted one holds
 // only allow-listed categories and known attachments.
 func FuzzParseAnswer(f *testing.F) {
-	f.Add(`{"durable":true,"categories":["document"],"summary":"s","attachments":[{"id":"a1","durable":true,"categories":["x"]}]}`)
+	f.Add(`{"durable":true,"categories":["document"],"summary":"s","attachments":[{"id":"7","durable":true,"categories":["x"]}]}`)
 	f.Add(`{"durable":false}`)
 	f.Add("```json\n{\"durable\":true,\"facts\":[\"a\"]}\n```")
 	_, byID := request("m", sampleThread())
