@@ -19,6 +19,7 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/promote"
+	"github.com/agentstack/agentstack/steward/connectors/mail/promote/promotebench"
 	"github.com/agentstack/agentstack/steward/connectors/mail/threads"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/wiki"
@@ -332,4 +333,58 @@ func promotionServiceStatus(sum *promote.Summary) host.ServiceStatus {
 		s.Detail += "; wiki rescan failed: " + r.Error
 	}
 	return s
+}
+
+func init() {
+	registerBench(&benchmark{Name: "promote", Summary: "mail → wiki promotion: 1 vs 10 workers against a 50 ms scripted model, unchanged rerun, prefilter share", Run: promoteBench})
+}
+
+func promoteBench(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "bench promote", "[options]", "Generates a mirror of candidate threads, promotes it against a scripted OpenAI-compatible model\n"+
+		"on loopback that answers after --latency, once per --workers value (fresh state and wiki each\n"+
+		"time), reruns the last over the unchanged mirror, and runs the prefilter over the synthetic archive\n"+
+		"at the reference scale (78,000 messages; a few minutes) to report the share it rejects.\n"+
+		"Writes a JSON report; see docs/benchmarks.md.")
+	out := fs.String("out", "promote-bench.json", "report file")
+	dir := fs.String("dir", "", "working folder (default: a temporary folder, removed afterwards)")
+	keep := fs.Bool("keep", false, "keep the working folder")
+	nThreads := fs.Int("threads", 1000, "candidate threads")
+	latency := fs.Duration("latency", 50*time.Millisecond, "the scripted model's answer time")
+	workers := fs.String("workers", "1,10", "worker counts to compare, comma-separated (the first and last are compared)")
+	archive := fs.Int("archive-messages", 78000, "messages of the archive the prefilter share is measured on (0 skips it)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var ws []int
+	for _, f := range strings.Split(*workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(env.Stderr, "--workers %q: give positive numbers separated by commas\n", *workers)
+			return errUsage
+		}
+		ws = append(ws, n)
+	}
+	if *archive == 0 {
+		*archive = -1
+	}
+	rep, err := promotebench.Run(ctx, promotebench.Options{Dir: *dir, Keep: *keep, Threads: *nThreads, Workers: ws, Latency: *latency,
+		ArchiveMessages: *archive, Log: env.Stderr})
+	if err != nil {
+		return err
+	}
+	rep.Command = "steward bench promote " + strings.Join(args, " ")
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprint(env.Stdout, rep.Summary())
+	fmt.Fprintf(env.Stdout, "report written to %s\n", *out)
+	return nil
 }
