@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
@@ -50,8 +51,11 @@ type Options struct {
 
 // RunResult is one timed promotion batch.
 type RunResult struct {
-	Workers    int     `json:"workers"`
-	Seconds    float64 `json:"seconds"`
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is this process's CPU time during the run: on a loaded
+	// machine it shows how much of the wall time was work.
+	CPUSeconds float64 `json:"cpuSeconds"`
 	ModelCalls int64   `json:"modelCalls"`
 	promote.Counts
 }
@@ -75,9 +79,11 @@ type Check struct {
 
 // Report is the benchmark's result.
 type Report struct {
-	Command   string           `json:"command"`
-	Date      string           `json:"date"`
-	Machine   string           `json:"machine"`
+	Command string `json:"command"`
+	Date    string `json:"date"`
+	Machine string `json:"machine"`
+	// Load is /proc/loadavg at the start and the end.
+	Load      []string         `json:"loadAverage,omitempty"`
 	Threads   int              `json:"threads"`
 	Messages  int              `json:"messages"`
 	LatencyMS int64            `json:"modelLatencyMs"`
@@ -120,6 +126,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Threads: o.Threads, Messages: o.Threads * 2, LatencyMS: o.Latency.Milliseconds()}
+	rep.Load = append(rep.Load, loadAvg())
+	defer func() { rep.Load = append(rep.Load, loadAvg()) }()
 	model, err := startModel(o.Latency)
 	if err != nil {
 		return nil, err
@@ -220,13 +228,31 @@ func promoter(ctx context.Context, dir string, reader *threads.Reader, blobs *mi
 }
 
 func timed(ctx context.Context, p *promote.Promoter, m *model) (RunResult, error) {
-	before := m.calls.Load()
+	before, cpu := m.calls.Load(), cpuSeconds()
 	start := time.Now()
 	rep, err := p.Run(ctx, promote.RunOptions{})
 	if err != nil {
 		return RunResult{}, err
 	}
-	return RunResult{Seconds: time.Since(start).Seconds(), ModelCalls: m.calls.Load() - before, Counts: rep.Counts}, nil
+	return RunResult{Seconds: time.Since(start).Seconds(), CPUSeconds: cpuSeconds() - cpu, ModelCalls: m.calls.Load() - before, Counts: rep.Counts}, nil
+}
+
+// cpuSeconds is the process's user and system time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // prefilterShare runs the prefilter over every thread of a generated
@@ -304,9 +330,9 @@ func (m *model) close() { m.srv.Close() }
 // Summary is the human summary of a report.
 func (r *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "mail promotion: %d candidate threads, scripted model answering in %d ms\n", r.Threads, r.LatencyMS)
+	fmt.Fprintf(&b, "mail promotion: %d candidate threads, scripted model answering in %d ms (load %s)\n", r.Threads, r.LatencyMS, strings.Join(r.Load, " → "))
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "  %2d worker(s): %.2f s, %d model calls\n", run.Workers, run.Seconds, run.ModelCalls)
+		fmt.Fprintf(&b, "  %2d worker(s): %.2f s (%.2f s CPU), %d model calls\n", run.Workers, run.Seconds, run.CPUSeconds, run.ModelCalls)
 	}
 	fmt.Fprintf(&b, "  speed-up %.1f×; rerun over the unchanged mirror %.3f s, %d model calls\n", r.Speedup, r.Rerun.Seconds, r.Rerun.ModelCalls)
 	if p := r.Prefilter; p != nil {
