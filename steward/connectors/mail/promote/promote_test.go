@@ -3,6 +3,7 @@ package promote_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -564,5 +565,56 @@ func TestNoiseOnlyMirrorMakesNoModelCall(t *testing.T) {
 	rep := run(t, w.promoter(t, w.up, 2))
 	if rep.Filtered != 1 || chatCalls(w.up) != 0 || rep.Rescan != "not needed" {
 		t.Fatalf("%+v calls %d", rep, chatCalls(w.up))
+	}
+}
+
+// TestCancelledRunRecordsWhatFinished: cancelling a batch stops the
+// workers; threads already promoted are recorded, the rest carry no state,
+// and the next run finishes them without repeating the recorded ones.
+func TestCancelledRunRecordsWhatFinished(t *testing.T) {
+	w := newWorld(t)
+	for i := range 12 {
+		w.m.Add(t, "INBOX", threadstest.Message{ID: "c" + itoa(int64(i)) + "@x", From: "Ann <ann@friends.org>", To: []string{"me@example.com"},
+			Subject: "Plan " + itoa(int64(i)), Body: "We decided on plan " + itoa(int64(i)), Date: at(i)}, "S")
+	}
+	w.sync(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	calls := 0
+	w.up.Handle(func(r llmtest.Request) llmtest.Reply {
+		mu.Lock()
+		calls++
+		if calls == 4 {
+			cancel()
+		}
+		mu.Unlock()
+		return llmtest.Reply{Content: answer(true, []string{"decision"}, "A plan was chosen."), Delay: 20 * time.Millisecond}
+	})
+	p := w.promoter(t, w.up, 2)
+	rep, err := p.Run(ctx, promote.RunOptions{})
+	if !errors.Is(err, context.Canceled) || rep == nil || rep.Promoted == 0 {
+		t.Fatalf("cancelled run: %+v, %v", rep, err)
+	}
+	recorded := 0
+	for subject, s := range w.states(t) {
+		if s == nil {
+			continue
+		}
+		recorded++
+		if s.Outcome != promote.OutcomePromoted {
+			t.Errorf("%s: %+v", subject, s)
+		}
+		if _, err := os.Stat(filepath.Join(w.vault, s.Note)); err != nil {
+			t.Errorf("%s recorded without its note: %v", subject, err)
+		}
+	}
+	if recorded == 0 || recorded == 12 {
+		t.Fatalf("%d threads recorded by the cancelled run", recorded)
+	}
+	before := chatCalls(w.up)
+	rep = run(t, p)
+	if rep.Unchanged != recorded || rep.Promoted != 12-recorded || chatCalls(w.up)-before != 12-recorded {
+		t.Fatalf("next run %+v after %d recorded", rep.Counts, recorded)
 	}
 }
