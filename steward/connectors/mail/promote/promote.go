@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"runtime"
 	"sort"
@@ -430,7 +431,13 @@ func (r *run) copyAttachments(ctx context.Context, t *threads.Thread, d *Decisio
 			continue
 		}
 		src, err := r.p.opts.Blobs.Path(a.SHA256)
+		if err == nil {
+			_, err = os.Stat(src)
+		}
 		if err != nil {
+			// Not stored (over the blob cap, or swept): nothing to copy, and
+			// retrying would not change that.
+			r.p.opts.Log.Info("selected attachment has no stored bytes; not copied", "thread", t.ID, "attachment", a.ID, "err", err)
 			continue
 		}
 		it, err := wiki.CopySource(r.p.opts.VaultDir, attachmentsDir, fileName(a.Filename, a.ID, a.ContentType), src)

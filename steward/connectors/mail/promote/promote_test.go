@@ -618,3 +618,24 @@ func TestCancelledRunRecordsWhatFinished(t *testing.T) {
 		t.Fatalf("next run %+v after %d recorded", rep.Counts, recorded)
 	}
 }
+
+// TestMissingBlobIsNotADeferral: a selected attachment whose bytes the
+// mirror does not hold (over the blob cap, swept) is left out of the note;
+// the thread is still promoted instead of being retried for ever.
+func TestMissingBlobIsNotADeferral(t *testing.T) {
+	w := newWorld(t)
+	w.m.Add(t, "INBOX", threadstest.Message{ID: "ins1@x", From: "Insurer <claims@insure.example>", To: []string{"me@example.com"},
+		Subject: "Your policy", Body: "Policy 55-1 renews yearly on 1 March.", Date: at(1),
+		Attach: []threadstest.Attachment{{Name: "policy.pdf", ContentType: "application/pdf", Data: []byte("%PDF policy")}}}, "S")
+	w.sync(t)
+	os.RemoveAll(w.m.BlobDir)
+	w.up.Handle(func(r llmtest.Request) llmtest.Reply {
+		text := userText(r)
+		return llmtest.Reply{Content: answer(true, []string{"document"}, "The policy renews on 1 March.",
+			map[string]any{"id": attachmentID(text, "policy.pdf"), "durable": true, "categories": []string{"document"}, "reason": "policy"})}
+	})
+	rep := run(t, w.promoter(t, w.up, 1))
+	if rep.Promoted != 1 || rep.Deferred != 0 || len(rep.Items[0].Attachments) != 0 {
+		t.Fatalf("%+v %+v", rep.Counts, rep.Items)
+	}
+}
