@@ -45,6 +45,7 @@ const unavailableAfter = 3
 // Threads reads the mirror's threads; *threads.Reader is one.
 type Threads interface {
 	Recent(ctx context.Context, opts threads.ListOptions) ([]threads.Summary, error)
+	Hashes(ctx context.Context, ids []int64) (map[int64]string, error)
 	Thread(ctx context.Context, id int64) (*threads.Thread, error)
 }
 
@@ -227,9 +228,27 @@ func (p *Promoter) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	}
 	r := &run{p: p, opts: opts, hashes: hashes, rep: &Report{DryRun: opts.DryRun, Items: []Item{}}, total: len(sums), copied: map[string]bool{}}
 	r.rep.Candidates = len(sums)
+	// Unchanged threads are recognised from their hashes alone, without
+	// loading them: a rerun over an unchanged mirror reads little.
+	ids := make([]int64, len(sums))
+	for i, s := range sums {
+		ids[i] = s.ID
+	}
+	current, err := p.opts.Threads.Hashes(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("hash mail threads: %w", err)
+	}
+	var changed []threads.Summary
+	for _, s := range sums {
+		if h, ok := current[s.ID]; ok && hashes[s.Key()] == h {
+			r.finish(s, Item{Key: s.Key(), Outcome: OutcomeUnchanged})
+			continue
+		}
+		changed = append(changed, s)
+	}
 	jobs := make(chan threads.Summary)
 	var wg sync.WaitGroup
-	for range min(p.opts.Workers, max(len(sums), 1)) {
+	for range min(p.opts.Workers, max(len(changed), 1)) {
 		wg.Go(func() {
 			for s := range jobs {
 				r.finish(s, r.one(ctx, s))
@@ -237,7 +256,7 @@ func (p *Promoter) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 		})
 	}
 feed:
-	for _, s := range sums {
+	for _, s := range changed {
 		select {
 		case jobs <- s:
 		case <-ctx.Done():
