@@ -304,3 +304,32 @@ func TestChatAnswersFromPromotedNote(t *testing.T) {
 		}
 	}
 }
+
+func TestPromotionServiceStatus(t *testing.T) {
+	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		sum   promote.Summary
+		state string
+		has   []string
+	}{
+		{"never ran", promote.Summary{Threads: map[string]int{}}, "ok", []string{"threads: 0 promoted, 0 skipped, 0 filtered"}},
+		{"clean run", promote.Summary{Threads: map[string]int{"promoted": 4, "skipped": 9, "filtered": 30},
+			LastRun: &promote.Run{FinishedAt: at, Counts: promote.Counts{Candidates: 43, Promoted: 1, Unchanged: 42, ModelCalls: 1}, Rescan: "done"}},
+			"ok", []string{"threads: 4 promoted, 9 skipped, 30 filtered", "last run 2026-12-02T01:00:00Z: 43 candidates — 1 promoted", "42 unchanged, 1 model calls"}},
+		{"deferred", promote.Summary{Threads: map[string]int{}, LastRun: &promote.Run{FinishedAt: at, Counts: promote.Counts{Candidates: 2, Deferred: 2}}},
+			"warning", []string{"2 deferred", "retried by the next run"}},
+		{"rescan failed", promote.Summary{Threads: map[string]int{}, LastRun: &promote.Run{FinishedAt: at, Rescan: "failed", Error: "wiki API unavailable"}},
+			"warning", []string{"wiki rescan failed: wiki API unavailable"}},
+	} {
+		s := promotionServiceStatus(&tc.sum)
+		if s.Name != "mail promotion" || s.State != tc.state {
+			t.Errorf("%s: %+v", tc.name, s)
+		}
+		for _, want := range tc.has {
+			if !strings.Contains(s.Detail, want) {
+				t.Errorf("%s: %q lacks %q", tc.name, s.Detail, want)
+			}
+		}
+	}
+}
