@@ -438,15 +438,7 @@ func mailBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	rep.Command = "steward bench mail " + strings.Join(args, " ")
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := writeJSON(f, rep); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeJSONFile(*out, rep); err != nil {
 		return err
 	}
 	fmt.Fprint(env.Stdout, rep.Summary())

@@ -373,15 +373,7 @@ func promoteBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	rep.Command = "steward bench promote " + strings.Join(args, " ")
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := writeJSON(f, rep); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeJSONFile(*out, rep); err != nil {
 		return err
 	}
 	fmt.Fprint(env.Stdout, rep.Summary())

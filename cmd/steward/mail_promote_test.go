@@ -248,19 +248,8 @@ func TestChatAnswersFromPromotedNote(t *testing.T) {
 		llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "c2", Function: llm.FunctionCall{Name: "mcp__mail__read_message", Arguments: string(read)}}}},
 		llmtest.Reply{Content: "Your boiler contract BX-4471 runs until 2028-03-31."})
 	waitFor(t, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Services []struct{ Name, State, Detail string }
-		}
-		json.NewDecoder(resp.Body).Decode(&st)
 		ready, promotion := 0, false
-		for _, s := range st.Services {
+		for _, s := range systemServices(base, token) {
 			if (s.Name == "mcp:wiki" || s.Name == "mcp:mail") && s.State == "ok" {
 				ready++
 			}
