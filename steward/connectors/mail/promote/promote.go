@@ -166,7 +166,7 @@ type Item struct {
 	Rejected    []string `json:"rejected,omitempty"`
 }
 
-// maxItems bounds the items a report lists.
+// maxReportItems bounds the items a report lists.
 const maxReportItems = 500
 
 // Report is a run's result.
@@ -206,7 +206,9 @@ type run struct {
 // through Workers workers. It returns an error only when the batch could
 // not run at all (the mirror or the state unreadable); per-thread failures
 // are deferrals in the report. A cancelled context stops the workers: what
-// finished is recorded, the rest stays for the next run.
+// finished is recorded, the rest stays for the next run. Only one batch may
+// run per state and wiki at a time (`steward mail promote` holds a lock):
+// a batch clears the temporary files a killed one left.
 func (p *Promoter) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	start := p.opts.Now()
 	sums, err := p.opts.Threads.Recent(ctx, threads.ListOptions{Since: opts.Since, Limit: opts.Limit})
@@ -218,8 +220,7 @@ func (p *Promoter) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 		return nil, err
 	}
 	if !opts.DryRun {
-		// A killed run may have left temporary files; none is being written
-		// now (one run at a time).
+		// A killed run may have left temporary files.
 		for _, dir := range []string{NotesDir, attachmentsDir} {
 			if err := wiki.RemoveStaleTemps(p.opts.VaultDir, dir); err != nil {
 				p.opts.Log.Warn("could not clear stale temporary files", "dir", dir, "err", err)
