@@ -169,6 +169,30 @@ type ChatRequest struct {
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
 	Temperature   *float64       `json:"temperature,omitempty"`
 	MaxTokens     int            `json:"max_tokens,omitempty"`
+	// ResponseFormat asks for structured output (see JSONSchemaFormat).
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+}
+
+// ResponseFormat is the OpenAI response_format: "json_object", or
+// "json_schema" with the schema the answer must follow.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema names a JSON schema for structured output. Strict asks the
+// provider to enforce it; callers still validate the answer, since not
+// every OpenAI-compatible provider does.
+type JSONSchema struct {
+	Name   string `json:"name"`
+	Schema any    `json:"schema"`
+	Strict bool   `json:"strict,omitempty"`
+}
+
+// JSONSchemaFormat returns the response_format asking for answers that
+// follow schema.
+func JSONSchemaFormat(name string, schema any) *ResponseFormat {
+	return &ResponseFormat{Type: "json_schema", JSONSchema: &JSONSchema{Name: name, Schema: schema, Strict: true}}
 }
 
 // Usage is a provider's token accounting. Providers report cached input in

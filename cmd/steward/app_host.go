@@ -190,6 +190,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 			info := systemInfo(ctx, d.gatewayURL, sc.hostTier, bridge)
 			applySourceStates(&info, sourceStates(d.cfg))
 			info.Services = append(info.Services, mailRoleStatus(ctx, d.cfg)...)
+			info.Services = append(info.Services, mailPromotionStatus(ctx, d.cfg)...)
 			info.Services = append(info.Services, documentsPDFStatus(d.cfg))
 			bg.extend(ctx, &info)
 			return info

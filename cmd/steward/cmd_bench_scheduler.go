@@ -202,15 +202,7 @@ Writes a JSON report; see docs/benchmarks.md.`)
 		{Target: "watcher new-file-to-searchable p95 under 2 s", Pass: rep.WatchP95MS > 0 && rep.WatchP95MS < 2000,
 			Detail: fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, max %.0f ms over %d messages", rep.WatchP50MS, rep.WatchP95MS, rep.WatchMaxMS, len(rep.WatchSamples))},
 	}
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := writeJSON(f, rep); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeJSONFile(*out, rep); err != nil {
 		return err
 	}
 	for _, c := range rep.Checks {

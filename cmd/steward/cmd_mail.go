@@ -34,6 +34,7 @@ var mailJobs = []struct {
 	{"embed", "embed mirrored messages that have no current vector", mailEmbed},
 	{"reindex", "rebuild the FTS5, trigram and thread data from the message rows", mailReindex},
 	{"status", "show what the mirror holds and the files it could not read", mailStatus},
+	{"promote", "promote durable knowledge from mail threads into the wiki (triage + distillation)", mailPromote},
 }
 
 func init() {
@@ -57,7 +58,7 @@ func init() {
 					return j.run(ctx, env, args[1:])
 				}
 			}
-			return fmt.Errorf("unknown mail job %q (have: backfill, reconcile, watch, embed, reindex, status)", args[0])
+			return fmt.Errorf("unknown mail job %q (have: backfill, reconcile, watch, embed, reindex, status, promote)", args[0])
 		},
 	})
 	registerMCP("mail", mailMCP)
@@ -437,15 +438,7 @@ func mailBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	rep.Command = "steward bench mail " + strings.Join(args, " ")
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := writeJSON(f, rep); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeJSONFile(*out, rep); err != nil {
 		return err
 	}
 	fmt.Fprint(env.Stdout, rep.Summary())

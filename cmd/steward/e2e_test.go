@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/protocol"
 )
 
@@ -39,18 +40,7 @@ func TestServeTurnUsesRealConnector(t *testing.T) {
 
 	// The System page reports the connector once it is ready.
 	waitFor(t, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Services []struct{ Name, State string }
-		}
-		json.NewDecoder(resp.Body).Decode(&st)
-		for _, s := range st.Services {
+		for _, s := range systemServices(base, token) {
 			if s.Name == "mcp:shell" && s.State == "ok" {
 				return true
 			}
@@ -92,6 +82,21 @@ func TestServeTurnUsesRealConnector(t *testing.T) {
 			return
 		}
 	}
+}
+
+// systemServices returns the services of the host's System page, or
+// nothing when it does not answer.
+func systemServices(base, token string) []host.ServiceStatus {
+	req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var st struct{ Services []host.ServiceStatus }
+	json.NewDecoder(resp.Body).Decode(&st)
+	return st.Services
 }
 
 // runServe runs steward serve for env in the background until the test

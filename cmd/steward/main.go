@@ -188,6 +188,20 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSONFile writes v as indented JSON to the file path: the report of
+// every benchmark suite.
+func writeJSONFile(path string, v any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, v); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // parseLevel reads a STEWARD_LOG_LEVEL value.
 func parseLevel(v string) (slog.Level, error) {
 	var l slog.Level

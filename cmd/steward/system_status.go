@@ -259,6 +259,7 @@ func (d *systemDeps) storeSpecs() []storeSpec {
 		{"chats", filepath.Join(home, "chats.db"), true},
 		{"watches", d.cfg.Path("WATCH_DB", filepath.Join(home, "watches.db")), true},
 		{"mail mirror", filepath.Join(home, "mail", "mail.db"), false},
+		{"promotion state", promoterStatePath(home), false},
 		{"calendar index", d.cfg.Path("CALENDAR_INDEX_DB", filepath.Join(home, "calendar-index.sqlitedb")), false},
 		{"contacts index", d.cfg.Path("CONTACTS_INDEX_DB", filepath.Join(home, "contacts-index.sqlitedb")), false},
 	}

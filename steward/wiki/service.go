@@ -215,7 +215,7 @@ type SearchRequest struct {
 	Query string `json:"query" jsonschema:"what to look for: words, a phrase, a name or a question"`
 	Limit int    `json:"limit,omitempty" jsonschema:"maximum results (default 10, max 50)"`
 	// IncludeSources also searches the text of raw imported sources.
-	IncludeSources bool `json:"includeSources,omitempty" jsonschema:"also search raw imported source files"`
+	IncludeSources bool `json:"includeSources,omitempty" jsonschema:"also search raw imported source files: added documents and the notes promoted from mail threads (raw/sources/mail/)"`
 	// NoExpand turns off graph expansion.
 	NoExpand bool `json:"noExpand,omitempty" jsonschema:"do not add pages related to the top hits through the graph"`
 }

@@ -10,8 +10,11 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -214,10 +217,59 @@ func (t *Thread) Key() string { return Key(t.ID) }
 func (t *Thread) Hash() string {
 	h := sha256.New()
 	for _, m := range t.Messages {
-		// Length prefixes keep "ab"+"c" and "a"+"bc" apart.
-		fmt.Fprintf(h, "%d:%s%d:%s", len(m.Subject), m.Subject, len(m.Body), m.Body)
+		hashMessage(h, m.Subject, m.Body)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+func hashMessage(h io.Writer, subject, body string) {
+	// Length prefixes keep "ab"+"c" and "a"+"bc" apart.
+	fmt.Fprintf(h, "%d:%s%d:%s", len(subject), subject, len(body), body)
+}
+
+// hashChunk bounds the threads of one Hashes query.
+const hashChunk = 500
+
+// Hashes returns the Hash of each listed thread (threads without a
+// message are absent) reading only subjects and bodies, a few queries for
+// the whole list: a caller that skips unchanged threads need not load them.
+func (r *Reader) Hashes(ctx context.Context, ids []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), hashChunk)
+		list, _ := json.Marshal(ids[:n])
+		ids = ids[n:]
+		rows, err := r.db.QueryContext(ctx, `SELECT m.thread_id, m.subject, m.body FROM messages m
+			WHERE m.thread_id IN (SELECT value FROM json_each(?)) AND m.deleted_at IS NULL ORDER BY m.thread_id, m.date, m.id`, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("hash threads: %w", err)
+		}
+		cur, h := int64(0), hash.Hash(nil)
+		for rows.Next() {
+			var id int64
+			var subject, body string
+			if err := rows.Scan(&id, &subject, &body); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("hash threads: %w", err)
+			}
+			if h == nil || id != cur {
+				if h != nil {
+					out[cur] = hex.EncodeToString(h.Sum(nil))
+				}
+				cur, h = id, sha256.New()
+			}
+			hashMessage(h, subject, body)
+		}
+		if h != nil {
+			out[cur] = hex.EncodeToString(h.Sum(nil))
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("hash threads: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // MessageIDs lists the RFC Message-IDs of the thread's messages in order,

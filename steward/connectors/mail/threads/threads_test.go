@@ -320,3 +320,30 @@ func TestIsNoReply(t *testing.T) {
 		}
 	}
 }
+
+// TestHashesMatchThreadHash: the batch hashes are the loaded threads' own.
+func TestHashesMatchThreadHash(t *testing.T) {
+	_, r, ids := buildMirror(t)
+	ctx := context.Background()
+	var list []int64
+	for _, id := range ids {
+		list = append(list, id)
+	}
+	list = append(list, 999999) // unknown: absent from the result
+	got, err := r.Hashes(ctx, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("%d hashes for %d threads", len(got), len(ids))
+	}
+	for _, id := range ids {
+		th, err := r.Thread(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[id] != th.Hash() {
+			t.Fatalf("thread %d: batch hash %s, thread hash %s", id, got[id], th.Hash())
+		}
+	}
+}
