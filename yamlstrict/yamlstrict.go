@@ -127,41 +127,23 @@ func check(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind != yaml.MappingNode {
 			return &Error{Line: n.Line, Field: path, Msg: fmt.Sprintf("must be a mapping of fields (allowed: %s), got %s", allowed(fields), describe(n))}
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if first, dup := seen[k.Value]; dup {
-				return &Error{Line: k.Line, Field: join(path, k.Value), Msg: fmt.Sprintf("appears twice (first on line %d)", first)}
-			}
-			seen[k.Value] = k.Line
+		return eachPair(n, path, func(k, val *yaml.Node, field string) error {
 			ft, ok := fields.types[k.Value]
 			if !ok {
-				return &Error{Line: k.Line, Field: join(path, k.Value), Msg: fmt.Sprintf("unknown field (allowed: %s)", allowed(fields))}
+				return &Error{Line: k.Line, Field: field, Msg: fmt.Sprintf("unknown field (allowed: %s)", allowed(fields))}
 			}
-			if err := check(val, ft, join(path, k.Value)); err != nil {
-				return err
-			}
-		}
-		return nil
+			return check(val, ft, field)
+		})
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return &Error{Line: n.Line, Field: path, Msg: "must be a mapping of names to values, got " + describe(n)}
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if first, dup := seen[k.Value]; dup {
-				return &Error{Line: k.Line, Field: join(path, k.Value), Msg: fmt.Sprintf("appears twice (first on line %d)", first)}
-			}
-			seen[k.Value] = k.Line
-			if err := check(k, t.Key(), join(path, k.Value)); err != nil {
+		return eachPair(n, path, func(k, val *yaml.Node, field string) error {
+			if err := check(k, t.Key(), field); err != nil {
 				return err
 			}
-			if err := check(val, t.Elem(), join(path, k.Value)); err != nil {
-				return err
-			}
-		}
-		return nil
+			return check(val, t.Elem(), field)
+		})
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			return &Error{Line: n.Line, Field: path, Msg: "must be a list, got " + describe(n)}
@@ -178,6 +160,24 @@ func check(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		return &Error{Line: n.Line, Field: path, Msg: fmt.Sprintf("must be %s, got %s", shape(t), describe(n))}
+	}
+	return nil
+}
+
+// eachPair calls fn for each key and value of a mapping, with the field's
+// path, and refuses a key that appears twice.
+func eachPair(n *yaml.Node, path string, fn func(k, val *yaml.Node, field string) error) error {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		field := join(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			return &Error{Line: k.Line, Field: field, Msg: fmt.Sprintf("appears twice (first on line %d)", first)}
+		}
+		seen[k.Value] = k.Line
+		if err := fn(k, val, field); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -22,12 +23,7 @@ import (
 // running yet is normal while configuring.
 func CheckModelNames(ctx context.Context, cfg *config.Config, client *http.Client) []string {
 	var out []string
-	names := make([]string, 0, len(cfg.Providers))
-	for n := range cfg.Providers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		p := cfg.Providers[name]
 		check := func(path, base, key string, models []string) {
 			if base == "" || len(models) == 0 {
@@ -45,12 +41,7 @@ func CheckModelNames(ctx context.Context, cfg *config.Config, client *http.Clien
 			}
 		}
 		check("providers."+name, p.BaseURL, p.APIKey, p.Models)
-		accts := make([]string, 0, len(p.Accounts))
-		for a := range p.Accounts {
-			accts = append(accts, a)
-		}
-		sort.Strings(accts)
-		for _, a := range accts {
+		for _, a := range slices.Sorted(maps.Keys(p.Accounts)) {
 			acct := p.Accounts[a]
 			base, key, models := cmp.Or(acct.BaseURL, p.BaseURL), cmp.Or(acct.APIKey, p.APIKey), acct.Models
 			if len(models) == 0 {
