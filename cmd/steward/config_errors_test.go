@@ -74,8 +74,8 @@ func TestConfigFileErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			"embed: off\nsources:\n  - name: me\n    kind: vcard\n    paht: /c\n",
 			[]string{"line 5", "sources[0].paht", "unknown field (allowed: name, kind, path)"}},
 		{"mcp.json unknown server field", "mcp.json",
-			`{"mcpServers": {"files": {"comand": "x"}}}`,
-			[]string{`server "files"`, `field "comand"`, "unknown field (allowed: command, args, env, cwd, url, headers, type, disabled)"}},
+			"{\"mcpServers\": {\n  \"files\": {\n    \"comand\": \"x\"}}}",
+			[]string{"line 3", `server "files"`, `field "comand"`, "unknown field (allowed: command, args, env, cwd, url, headers, type, disabled)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
