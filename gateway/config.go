@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // Config maps public model names to ordered provider candidates and prices
@@ -104,10 +103,8 @@ func LoadConfig(path string) (cfg *Config, found bool, err error) {
 // ParseConfig decodes and validates a gateway.yaml document.
 func ParseConfig(b []byte) (*Config, error) {
 	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("decode YAML: %w", err)
+	if err := yamlstrict.Decode(b, &cfg); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

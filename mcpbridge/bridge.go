@@ -95,6 +95,10 @@ type Options struct {
 	// under ctx (the host names the calling chat, so a connector can link
 	// what it journals to it); nil or an empty map sends none.
 	CallMeta func(ctx context.Context) map[string]any
+	// AlreadyLogged are messages the host has logged itself (its own
+	// configuration warnings): a server's stderr record with the same
+	// message is not repeated.
+	AlreadyLogged []string
 }
 
 // ServerStatus is one server's state, for a System page or `--json` output.
@@ -128,6 +132,8 @@ type Bridge struct {
 	after func(time.Duration) <-chan time.Time
 
 	active int // tool calls in flight; guarded by mu
+
+	shown *shownLines // servers' stderr records already logged
 }
 
 // New prepares a bridge; nothing starts until Start. A server whose
@@ -154,7 +160,7 @@ func New(opts Options) *Bridge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Bridge{opts: opts, log: log, changed: make(chan struct{}), after: time.After}
+	b := &Bridge{opts: opts, log: log, changed: make(chan struct{}), after: time.After, shown: newShownLines(opts.AlreadyLogged)}
 	seen := map[string]bool{}
 	now := time.Now()
 	for _, cfg := range opts.Servers {
@@ -533,7 +539,7 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 		c.http = &http.Client{Transport: newHeaderTransport(s.cfg)}
 		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c.http}
 	} else {
-		p, err := startProcess(s.cfg, s.b.opts.Environ, newStderrSink(s.log, s.mask))
+		p, err := startProcess(s.cfg, s.b.opts.Environ, newStderrSink(s.log, s.mask, s.cfg.Name, s.b.shown))
 		if err != nil {
 			c.cancel()
 			return nil, nil, errors.New(s.mask("start: " + err.Error()))

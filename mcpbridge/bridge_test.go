@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -525,6 +526,55 @@ func TestBridgeStderrIsLoggedWithSecretsMasked(t *testing.T) {
 	}
 	if strings.Contains(text, secret) {
 		t.Errorf("secret reached the log:\n%s", text)
+	}
+}
+
+// TestBridgeShowsServersLogRecordsOnce: three real server processes log
+// the same start-up warning as slog records on stderr (as Steward's
+// connectors do for a config.env problem); the host's log shows it once, as
+// a warning of its own prefixed by the server's name, not as an escaped
+// string inside another record, and not at all when the host logged the
+// message itself.
+func TestBridgeShowsServersLogRecordsOnce(t *testing.T) {
+	logs := &logBuffer{}
+	const warning = "/home/config.env:1: FOO_BAR is not a Steward setting"
+	const hostSaid = "the host logged this already"
+	b := startBridge(t, Options{
+		Servers: []ServerConfig{
+			testServerConfig(t, "mail", map[string]string{envLogWarn: warning}),
+			testServerConfig(t, "calendar", map[string]string{envLogWarn: warning}),
+			testServerConfig(t, "contacts", map[string]string{envLogWarn: hostSaid}),
+		},
+		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
+		AlreadyLogged: []string{hostSaid},
+	}, nil)
+	for _, name := range []string{"mail", "calendar", "contacts"} {
+		waitStatus(t, b, name, isReady)
+	}
+	_ = b.Close() // the sinks have flushed once the processes are gone
+	text := logs.String()
+	var records []string
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, "FOO_BAR") {
+			records = append(records, line)
+		}
+	}
+	if len(records) != 1 {
+		t.Fatalf("the warning is in %d log records, want 1:\n%s", len(records), text)
+	}
+	r := records[0]
+	if !strings.Contains(r, "level=WARN") || !regexp.MustCompile(`msg="(mail|calendar): `+regexp.QuoteMeta(warning)+`"`).MatchString(r) ||
+		!strings.Contains(r, `err="first line\nsecond \"quoted\" line"`) {
+		t.Errorf("record = %q, want a WARN whose message is the server's name and the warning, with its err attribute", r)
+	}
+	if strings.Contains(r, `\"`+warning) || strings.Contains(r, "line=") || strings.Contains(r, "time=\"") {
+		t.Errorf("record %q carries the child's record escaped inside it", r)
+	}
+	if strings.Contains(text, hostSaid) {
+		t.Errorf("a message the host logged itself is repeated:\n%s", text)
+	}
+	if n := strings.Count(text, "testserver starting"); n != 1 {
+		t.Errorf("the servers' identical plain line is logged %d times, want once:\n%s", n, text)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -61,11 +62,15 @@ type ConfigError struct {
 	Server string // empty when the problem is with the file as a whole
 	Field  string // empty when the problem is with the server as a whole
 	Msg    string
+	Line   int // of the server's or field's key; 0 when not known
 }
 
-// Error renders the problem as `server "x": field "y": message`.
+// Error renders the problem as `line 3: server "x": field "y": message`.
 func (e *ConfigError) Error() string {
 	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
 	if e.Server != "" {
 		fmt.Fprintf(&b, "server %q: ", e.Server)
 	}
@@ -111,6 +116,43 @@ func LoadConfig(path string) ([]ServerConfig, error) {
 
 // ParseConfig parses the contents of an mcp.json file; see LoadConfig.
 func ParseConfig(data []byte) ([]ServerConfig, error) {
+	servers, err := parseConfig(data)
+	var ce *ConfigError
+	if errors.As(err, &ce) && ce.Line == 0 {
+		ce.Line = ce.locate(data)
+	}
+	return servers, err
+}
+
+// locate finds the line of the key the error is about: the field inside
+// its server's entry under "mcpServers", or the server. A key is its quoted
+// name followed by a colon; 0 when there is none.
+func (e *ConfigError) locate(data []byte) int {
+	keyAt := func(from int, key string) int {
+		if from < 0 || key == "" {
+			return from
+		}
+		name, _ := json.Marshal(key)
+		loc := regexp.MustCompile(regexp.QuoteMeta(string(name)) + `\s*:`).FindIndex(data[from:])
+		if loc == nil {
+			return -1
+		}
+		return from + loc[0]
+	}
+	if e.Server == "" && e.Field == "" {
+		return 0
+	}
+	at := keyAt(keyAt(0, "mcpServers"), e.Server)
+	if e.Server != "" {
+		at = keyAt(at, e.Field)
+	}
+	if at < 0 {
+		return 0
+	}
+	return 1 + bytes.Count(data[:at], []byte("\n"))
+}
+
+func parseConfig(data []byte) ([]ServerConfig, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Msg: `file is empty; expected {"mcpServers": {...}}`}
 	}

@@ -109,6 +109,18 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+func TestConfigErrorLine(t *testing.T) {
+	data := "{\n  \"mcpServers\": {\n    \"command\": {\"command\": \"x\"},\n    \"files\": {\n      \"args\": [\"command\"],\n      \"comand\": \"npx\"\n    }\n  }\n}\n"
+	_, err := ParseConfig([]byte(data))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Server != "files" || ce.Field != "comand" || ce.Line != 6 {
+		t.Fatalf("err = %v (%+v), want the misspelt field on line 6", err, ce)
+	}
+	if !strings.HasPrefix(err.Error(), `line 6: server "files": field "comand": unknown field (allowed: `) {
+		t.Errorf("message = %q", err)
+	}
+}
+
 func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
 
@@ -130,7 +142,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = LoadConfig(bad)
-	if err == nil || err.Error() != "MCP config "+bad+`: server "x": field "command": must be a string` {
+	if err == nil || err.Error() != "MCP config "+bad+`: line 1: server "x": field "command": must be a string` {
 		t.Errorf("bad file: err = %v", err)
 	}
 

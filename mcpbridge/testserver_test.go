@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ const (
 	envWaitFile   = "MCPBRIDGE_TEST_WAIT_FILE"   // do not serve before this file exists
 	envFailStart  = "MCPBRIDGE_TEST_FAIL_START"  // when set, print a fatal error to stderr and exit 2
 	envSecret     = "MCPBRIDGE_TEST_SECRET"      // printed to stderr at start (must be masked)
+	envLogWarn    = "MCPBRIDGE_TEST_LOG_WARN"    // logged at start as a slog WARN record on stderr
 )
 
 func TestMain(m *testing.M) {
@@ -73,6 +75,9 @@ func runTestServer() int {
 		return 2
 	}
 	fmt.Fprintf(os.Stderr, "testserver starting (secret %s)\n", os.Getenv(envSecret))
+	if w := os.Getenv(envLogWarn); w != "" {
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn(w, "err", "first line\nsecond \"quoted\" line")
+	}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes text.", InputSchema: map[string]any{

@@ -4,14 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/lock"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/records"
+	saivageruntime "github.com/agentstack/agentstack/saivage/runtime"
 	"github.com/agentstack/agentstack/saivage/templates"
 )
 
@@ -117,7 +120,10 @@ func validateCommand() *command {
 		usage: "[--root DIR] [--config FILE] [--json]",
 		help: `Decodes config.yaml strictly, compiles every card type's workflow and admits
 the generated state (card graph, records, sessions, app log) without writing
-anything. The first problem is reported with its key path or exact file.`,
+anything. The first problem is reported with its key path or exact file.
+Then each provider's model names are checked against its endpoint's model
+list (GET baseUrl/models): a name the endpoint does not serve is a warning;
+an endpoint that is not reachable is noted, not an error.`,
 		flags: pf.register,
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
@@ -130,12 +136,19 @@ anything. The first problem is reported with its key path or exact file.`,
 				}
 				return err
 			}
+			checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			warnings := saivageruntime.CheckModelNames(checkCtx, p.Config, &http.Client{Timeout: 3 * time.Second})
+			cancel()
 			if pf.json {
 				return writeJSON(e.stdout, map[string]any{
 					"ok": true, "config": p.ConfigPath, "card_types": p.Workflows.CardTypes(),
 					"cards": p.Graph.Active, "tombstones": p.Graph.Tombstones,
 					"record_versions": p.Graph.RecordVersions, "app_events": p.AppEvents,
+					"warnings": warnings,
 				})
+			}
+			for _, w := range warnings {
+				fmt.Fprintf(e.stderr, "warning: %s: %s\n", p.ConfigPath, w)
 			}
 			fmt.Fprintf(e.stdout, "ok: %s\n  card types: %s\n  cards: %d active, %d deleted; %d accepted record versions\n",
 				p.ConfigPath, strings.Join(p.Workflows.CardTypes(), ", "), p.Graph.Active, p.Graph.Tombstones, p.Graph.RecordVersions)

@@ -231,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	if code := a.get("/api/agents/agent:executor:project.a.a/llm-exchange", &ex); code != 200 || ex.Exchange.Request.Model != "route:default" ||
-		ex.Exchange.Provider != "gateway" || ex.Exchange.UpstreamModel != "smart" || ex.Exchange.Response == nil {
+		ex.Exchange.Provider != "gateway" || ex.Exchange.UpstreamModel != "tier-5" || ex.Exchange.Response == nil {
 		t.Errorf("llm-exchange = %d %+v", code, ex)
 	}
 	var procs struct {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentstack/agentstack/gateway"
 )
 
 func runCLI(t *testing.T, vars map[string]string, args ...string) (int, string, string) {
@@ -161,5 +164,62 @@ func TestInitEachTemplate(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "  "+tpl) {
 			t.Errorf("init --help does not list %s: %q", tpl, out)
 		}
+	}
+}
+
+// TestInitConfigWorksAgainstStewardsGateway: the config `saivage init`
+// writes names models Steward's gateway serves, so validate against a real
+// gateway with Steward's built-in configuration has nothing to warn about;
+// a model name the gateway does not serve is a warning naming the key, the
+// name and what it serves; an unreachable endpoint is a note, not an error.
+func TestInitConfigWorksAgainstStewardsGateway(t *testing.T) {
+	gw, err := gateway.New(gateway.Options{Config: gateway.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	env := map[string]string{"SAIVAGE_ROOT": dir}
+	if code, _, errs := runCLI(t, env, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
+	b, _ := os.ReadFile(cfgPath)
+	if !strings.Contains(string(b), "baseUrl: http://127.0.0.1:4000/v1") {
+		t.Fatalf("the template does not point at Steward's gateway:\n%s", b)
+	}
+	setConfig := func(from, to string) {
+		t.Helper()
+		b, _ := os.ReadFile(cfgPath)
+		if !strings.Contains(string(b), from) {
+			t.Fatalf("config has no %q", from)
+		}
+		os.WriteFile(cfgPath, []byte(strings.Replace(string(b), from, to, 1)), 0o644)
+	}
+	setConfig("http://127.0.0.1:4000/v1", srv.URL+"/v1")
+
+	code, out, errs := runCLI(t, env, "validate", "--json")
+	var rep struct {
+		OK       bool
+		Warnings []string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || len(rep.Warnings) != 0 {
+		t.Fatalf("validate of the template against Steward's gateway: %d %q %q", code, out, errs)
+	}
+
+	setConfig("models: [tier-5, tier-3]", "models: [tier-5, smart]")
+	setConfig("[gateway/tier-5, gateway/tier-3]", "[gateway/tier-5, gateway/smart]")
+	setConfig("[gateway/tier-3]", "[gateway/smart]")
+	code, out, errs = runCLI(t, env, "validate")
+	want := `providers.gateway.models: "smart" is not a model of ` + srv.URL + `/v1 (it serves: local-embed, tier-1, tier-2, tier-3, tier-4, tier-5, tier-6)`
+	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(errs, "warning: "+cfgPath+": "+want) || strings.Contains(errs, "tier-5\" is not") {
+		t.Fatalf("validate with an unknown model: %d %q %q", code, out, errs)
+	}
+
+	srv.Close()
+	code, out, errs = runCLI(t, env, "validate")
+	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(errs, "providers.gateway: model names not checked: "+srv.URL+"/v1 is not reachable") {
+		t.Fatalf("validate with the gateway down: %d %q %q", code, out, errs)
 	}
 }

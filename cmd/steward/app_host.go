@@ -142,6 +142,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
+		// The connectors read the same config.env: its warnings are shown once, by serve.
+		AlreadyLogged: d.cfg.Warnings,
 		// Connectors journal their writes with the calling chat as origin.
 		CallMeta: func(ctx context.Context) map[string]any {
 			if id, ok := host.ChatIDFrom(ctx); ok {

@@ -88,7 +88,11 @@ func printUsage(w io.Writer, rep *usage.Report, period string) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\trequests\tcost\tinput\toutput\tcache read\t")
 		for _, g := range sec.groups {
-			fmt.Fprintf(tw, "%s\t%d\t$%.4f\t%s\t%s\t%s\t\n", g.Key, g.Requests, g.CostUSD,
+			key := g.Key
+			if g.Public != "" && g.Public != g.Key {
+				key = g.Public + " → " + g.Key // the tier asked for and the upstream that answered
+			}
+			fmt.Fprintf(tw, "%s\t%d\t$%.4f\t%s\t%s\t%s\t\n", key, g.Requests, g.CostUSD,
 				count(g.Tokens.Input), count(g.Tokens.Output), count(g.Tokens.CacheRead))
 		}
 		tw.Flush()

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -122,21 +124,58 @@ func run(ctx context.Context, args []string, env *cliEnv) int {
 
 func runCommand(ctx context.Context, c *command, env *cliEnv, args []string) int {
 	err := c.Run(ctx, env, args)
-	switch {
-	case err == nil:
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(env.Stderr, "run 'steward %s --help' for usage\n", c.Name)
-		return 2
-	case errors.As(err, new(notConfiguredError)):
-		fmt.Fprintf(env.Stderr, "steward %s: %v\n", c.Name, err)
-		return scheduler.ExitNotConfigured
-	default:
-		fmt.Fprintf(env.Stderr, "steward %s: %v\n", c.Name, err)
-		return 1
 	}
+	asJSON := jsonRequested(args)
+	code, msg := 1, err.Error()
+	switch {
+	case errors.Is(err, errUsage):
+		hint := fmt.Sprintf("run 'steward %s --help' for usage", c.Name)
+		if !asJSON {
+			fmt.Fprintln(env.Stderr, hint) // the flag package has said what was wrong
+			return 2
+		}
+		code, msg = 2, hint
+		if detail, ok := strings.CutPrefix(err.Error(), errUsage.Error()+": "); ok {
+			msg = detail + "; " + hint
+		}
+	case errors.As(err, new(notConfiguredError)):
+		code = scheduler.ExitNotConfigured
+	}
+	if asJSON {
+		writeJSONError(env.Stderr, msg)
+	} else {
+		fmt.Fprintf(env.Stderr, "steward %s: %s\n", c.Name, msg)
+	}
+	return code
+}
+
+// jsonRequested reports whether a command line asks for --json output, so
+// that its failure is reported as JSON too.
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "json" {
+			if !hasVal {
+				return true
+			}
+			b, err := strconv.ParseBool(val)
+			return err == nil && b
+		}
+	}
+	return false
+}
+
+// writeJSONError reports a failed --json command as one line on stderr,
+// {"error": "..."}, so that a script reads the failure the way it reads the
+// report; the exit status stays non-zero.
+func writeJSONError(w io.Writer, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 func printHelp(w io.Writer) {
@@ -159,24 +198,29 @@ func newFlagSet(env *cliEnv, name, usage, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet("steward "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "Usage: steward %s %s\n\n%s\n", name, usage, strings.TrimSpace(description))
+		fmt.Fprintf(fs.Output(), "Usage: steward %s %s\n\n%s\n", name, usage, strings.TrimSpace(description))
 		var hasFlags bool
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
-			fmt.Fprintln(env.Stderr, "\nOptions:")
+			fmt.Fprintln(fs.Output(), "\nOptions:")
 			fs.PrintDefaults()
 		}
 	}
 	return fs
 }
 
-// parseFlags parses args into fs, mapping a parse error to errUsage.
+// parseFlags parses args into fs, mapping a parse error to errUsage. With
+// --json (and no request for help) the flag package prints nothing: the
+// error is reported once, as JSON.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if jsonRequested(args) && !slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fs.SetOutput(io.Discard)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return errUsage
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
 }

@@ -34,13 +34,13 @@ func runToEnd(t *testing.T, e *env) *runtime.RunSummary {
 // to the route's next candidate; the exchange evidence names both attempts.
 func TestFailoverToNextCandidate(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.srv.Enqueue("smart", llmtest.Reply{Status: 503, ErrorMessage: "busy"})
+	e.srv.Enqueue("tier-5", llmtest.Reply{Status: 503, ErrorMessage: "busy"})
 	finishRoot(e)
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
 	reqs := e.srv.Requests()
-	if reqs[0].Model != "smart" || reqs[1].Model != "fast" {
+	if reqs[0].Model != "tier-5" || reqs[1].Model != "tier-3" {
 		t.Errorf("models = %s, %s", reqs[0].Model, reqs[1].Model)
 	}
 	data, err := os.ReadFile(filepath.Join(e.p.Cards.SessionDir("project", "planner"), runtime.ExchangesFile))
@@ -60,7 +60,7 @@ func TestFailoverToNextCandidate(t *testing.T) {
 	if err := json.Unmarshal([]byte(first), &env); err != nil {
 		t.Fatal(err)
 	}
-	if r := env.Rows[0]; r.UpstreamModel != "fast" || len(r.Attempts) != 2 || r.Attempts[0].Status != 503 || r.Attempts[1].Model != "fast" {
+	if r := env.Rows[0]; r.UpstreamModel != "tier-3" || len(r.Attempts) != 2 || r.Attempts[0].Status != 503 || r.Attempts[1].Model != "tier-3" {
 		t.Errorf("evidence = %s", first)
 	}
 }
@@ -74,8 +74,8 @@ func TestOverloadBacksOff(t *testing.T) {
 		return ctx.Err()
 	}}})
 	for range 5 {
-		e.srv.Enqueue("smart", llmtest.Reply{Status: 529, ErrorMessage: "overloaded"})
-		e.srv.Enqueue("fast", llmtest.Reply{Status: 529, ErrorMessage: "overloaded"})
+		e.srv.Enqueue("tier-5", llmtest.Reply{Status: 529, ErrorMessage: "overloaded"})
+		e.srv.Enqueue("tier-3", llmtest.Reply{Status: 529, ErrorMessage: "overloaded"})
 	}
 	finishRoot(e)
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
@@ -102,14 +102,14 @@ func TestOverloadBacksOff(t *testing.T) {
 func TestTransientFailuresAreFinite(t *testing.T) {
 	e := newEnv(t, envOptions{configEdit: func(s string) string { return strings.Replace(s, "failover: true", "failover: false", 1) }})
 	for range 4 {
-		e.srv.Enqueue("smart", llmtest.Reply{Status: 500, ErrorMessage: "boom"})
+		e.srv.Enqueue("tier-5", llmtest.Reply{Status: 500, ErrorMessage: "boom"})
 	}
 	sum := runToEnd(t, e)
 	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "failed 4 times") {
 		t.Fatalf("run = %+v", sum)
 	}
 	if n := len(e.srv.Requests()); n != 4 {
-		t.Errorf("requests = %d (failover is off: smart only)", n)
+		t.Errorf("requests = %d (failover is off: tier-5 only)", n)
 	}
 }
 

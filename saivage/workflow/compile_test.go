@@ -108,7 +108,7 @@ func TestClassicStateTable(t *testing.T) {
 		t.Fatal("table mutated through accessor")
 	}
 	a, _ := set.Agent("planner")
-	if a.Prompt == nil || a.Candidates[0] != "gateway/smart" {
+	if a.Prompt == nil || a.Candidates[0] != "gateway/tier-5" {
 		t.Fatalf("agent = %+v", a)
 	}
 }

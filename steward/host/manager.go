@@ -237,6 +237,7 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	if !result.OK {
 		m.cacheSession(chatID, nil) // reload from disk next time: the cache may be ahead of it
 	}
+	m.turnFailed(ctx, chatID, &result)
 	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
 	return result
 }
@@ -303,7 +304,10 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 		out.OK, out.Error = false, fmt.Sprintf("stopped after %d model steps without a final answer", res.Steps)
 	}
 	if !out.OK {
-		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted})
+		if !out.Aborted {
+			out.Cause, out.Fix = explainTurnError(out.Error)
+		}
+		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted, "cause": out.Cause, "fix": out.Fix})
 		j.append(&chats.Entry{Kind: "error", Data: data})
 	}
 	return out

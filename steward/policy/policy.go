@@ -5,18 +5,15 @@
 package policy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sort"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // Decision is what the policy does with a tool call.
@@ -169,9 +166,7 @@ func LoadRules(path string) (Rules, error) {
 		return Rules{}, fmt.Errorf("read policy %s: %w", path, err)
 	}
 	var r Rules
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&r); err != nil && !errors.Is(err, io.EOF) { // an empty file is no rules
+	if err := yamlstrict.Decode(b, &r); err != nil { // an empty file is no rules
 		return Rules{}, fmt.Errorf("policy %s: %w", path, err)
 	}
 	if err := r.validate(); err != nil {

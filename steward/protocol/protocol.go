@@ -286,6 +286,10 @@ type TurnResult struct {
 	Text      string `json:"text"`
 	Error     string `json:"error,omitempty"`
 	Aborted   bool   `json:"aborted,omitempty"`
+	// Cause and Fix explain a failed turn in plain language (Error keeps
+	// the technical chain, for the details).
+	Cause string `json:"cause,omitempty"`
+	Fix   string `json:"fix,omitempty"`
 }
 
 // TurnDone ends a turn.

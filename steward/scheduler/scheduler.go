@@ -296,10 +296,17 @@ func summaryCounts(out []byte) map[string]float64 {
 	return counts
 }
 
-// errorText picks the child's error from its stderr: from the last
-// "steward CMD:" line (how the binary reports a failed command) to the end,
-// or the last line.
+// errorText picks the child's error from its stderr: the last line when it
+// is {"error": "..."} (how a --json command reports its failure), else from
+// the last "steward CMD:" line (the plain report) to the end, or the last
+// line.
 func errorText(stderr string, args []string) string {
+	var report struct {
+		Error *string `json:"error"`
+	}
+	if json.Unmarshal([]byte(lastLine(stderr)), &report) == nil && report.Error != nil {
+		return redact.String(*report.Error)
+	}
 	prefix := "steward "
 	if len(args) > 0 {
 		prefix += args[0]

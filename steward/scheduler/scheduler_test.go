@@ -48,7 +48,9 @@ func child(args []string) int {
 		time.Sleep(2500 * time.Millisecond)
 		fmt.Println(`{"done": 1}`)
 	case "unconf":
-		fmt.Fprintln(os.Stderr, "steward unconf: no mail accounts configured: create mail.yaml")
+		// As the binary reports a --json command's failure.
+		fmt.Fprintln(os.Stderr, "level=WARN msg=\"config.env: unknown key\"")
+		fmt.Fprintln(os.Stderr, `{"error":"no mail accounts configured: create mail.yaml"}`)
 		return ExitNotConfigured
 	}
 	return 0
@@ -71,7 +73,7 @@ func TestSchedulerRunsRealChildren(t *testing.T) {
 		{Name: "fail", Args: []string{"fail"}, Interval: sec, Timeout: 20 * sec},
 		{Name: "hang", Args: []string{"hang"}, Interval: time.Hour, Timeout: sec},
 		{Name: "slow", Args: []string{"slow", "--json"}, Interval: sec, Timeout: 20 * sec},
-		{Name: "unconf", Args: []string{"unconf"}, Interval: time.Hour, Timeout: 20 * sec},
+		{Name: "unconf", Args: []string{"unconf", "--json"}, Interval: time.Hour, Timeout: 20 * sec},
 		{Name: "missing", Args: []string{"writeops", "send-due", "--json"}, Interval: sec, Timeout: 20 * sec},
 	}
 	s := New(Options{Self: self, Jobs: jobs, Log: lg, KillGrace: 300 * time.Millisecond,

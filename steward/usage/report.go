@@ -34,6 +34,9 @@ type Totals struct {
 // Group is one row of a breakdown.
 type Group struct {
 	Key string `json:"key"`
+	// Public is the public model name (the tier) the requests asked for;
+	// set in ByModel only, whose Key is the upstream that answered.
+	Public string `json:"public,omitempty"`
 	Totals
 }
 
@@ -76,7 +79,7 @@ type Report struct {
 	ByTokenType TokenTypeCost `json:"byTokenType"`
 	ByService   []Group       `json:"byService"`
 	ByAction    []Group       `json:"byAction"` // key "service/action"
-	ByModel     []Group       `json:"byModel"`  // key "provider/model", or the public name when nothing answered
+	ByModel     []Group       `json:"byModel"`  // per public name (tier) and key "provider/model", or the public name when nothing answered
 	ByDay       []Group       `json:"byDay"`    // key YYYY-MM-DD, local time
 	// Unlabelled is the spend of requests that did not say who made them.
 	Unlabelled Totals       `json:"unlabelled"`
@@ -151,7 +154,7 @@ priced AS (
 	}{
 		{&rep.ByService, `service`, `4 DESC, 1`},
 		{&rep.ByAction, `service || '/' || action`, `4 DESC, 1`},
-		{&rep.ByModel, `model_key`, `4 DESC, 1`},
+		{&rep.ByModel, `public_model || char(31) || model_key`, `4 DESC, 1`},
 		{&rep.ByDay, `date(ts / 1000, 'unixepoch', 'localtime')`, `1`},
 	}
 	for _, g := range groups {
@@ -165,6 +168,9 @@ priced AS (
 			if err := rows.Scan(scanTotals(&gr.Totals, &gr.Key)...); err != nil {
 				rows.Close()
 				return nil, err
+			}
+			if g.dst == &rep.ByModel {
+				gr.Public, gr.Key, _ = strings.Cut(gr.Key, "\x1f")
 			}
 			*g.dst = append(*g.dst, gr)
 		}

@@ -76,7 +76,7 @@ func TestReport(t *testing.T) {
 	if !keys["host/chat"] || !keys["mail-promoter/triage"] {
 		t.Errorf("by action = %+v", rep.ByAction)
 	}
-	if len(rep.ByModel) != 1 || rep.ByModel[0].Key != "deepseek/flash" || rep.ByModel[0].Requests != 3 {
+	if len(rep.ByModel) != 1 || rep.ByModel[0].Key != "deepseek/flash" || rep.ByModel[0].Public != "tier-5" || rep.ByModel[0].Requests != 3 {
 		t.Errorf("by model = %+v", rep.ByModel)
 	}
 	if len(rep.ByDay) == 0 {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -635,6 +638,44 @@ func TestBrowserDesktop(t *testing.T) {
 	})
 }
 
+// testUsageAt360 checks the Usage page on a phone with the harness's tiny
+// costs (fractions of a cent): the chart's scale is a round figure above
+// the highest day, its labels are readable and do not overlap, every amount
+// is written the same way, and By model shows the tier asked for beside
+// the upstream model that answered.
+func testUsageAt360(t *testing.T, b *browser) {
+	t.Helper()
+	ticks := eval[[]string](b, `[...document.querySelectorAll('.chart text.tick')].map((e) => e.textContent)`)
+	top := eval[float64](b, `Math.max(...[...document.querySelectorAll('.chart rect.bar title')].map((e) => parseFloat(e.textContent.split('$')[1])))`)
+	if len(ticks) != 3 || ticks[0] != "$0.00" {
+		t.Fatalf("axis ticks = %q, want $0.00, a half and a top", ticks)
+	}
+	var axisTop float64
+	fmt.Sscanf(strings.TrimPrefix(ticks[2], "$"), "%g", &axisTop)
+	mant := axisTop / math.Pow(10, math.Floor(math.Log10(axisTop)))
+	if top <= 0 || axisTop < top || axisTop > 5*top || !slices.ContainsFunc([]float64{1, 2, 5}, func(m float64) bool { return math.Abs(m-mant) < 1e-6 }) {
+		t.Errorf("axis top %q for a highest day of $%g: want a round figure (1, 2 or 5 × 10^k) just above it", ticks[2], top)
+	}
+	money := regexp.MustCompile(`^-?\$(\d{1,3}(,\d{3})*\.\d{2}|0\.0*[1-9]\d?)$`)
+	amounts := eval[[]string](b, `[...document.querySelectorAll('.chart text.tick'), ...document.querySelectorAll('.usage-page .stat .value')].map((e) => e.textContent).filter((s) => s.includes('$'))
+		.concat([...document.querySelectorAll('.usage-page table')].flatMap((t) => { const i = [...t.querySelectorAll('th')].findIndex((th) => th.textContent === 'Cost'); return i < 0 ? [] : [...t.querySelectorAll('tbody tr')].map((r) => r.children[i]?.textContent || '') }))`)
+	for _, a := range amounts {
+		if !money.MatchString(a) {
+			t.Errorf("amount %q is not written like the others ($0.00, $1,234.50, or $0.0012 under a cent)", a)
+		}
+	}
+	if small := eval[[]string](b, `[...document.querySelectorAll('.chart text')].filter((e) => e.getBoundingClientRect().height < 9).map((e) => e.textContent)`); len(small) != 0 {
+		t.Errorf("chart labels smaller than 9 px on screen at 360 px: %q", small)
+	}
+	if overlap := eval[bool](b, `(() => { const r = [...document.querySelectorAll('.chart text.day')].map((e) => e.getBoundingClientRect()); return r.some((a, i) => i > 0 && a.left < r[i - 1].right) })()`); overlap {
+		t.Error("day labels overlap at 360 px")
+	}
+	rows := eval[[][]string](b, `(() => { const t = [...document.querySelectorAll('.usage-page table')].find((t) => t.querySelector('caption')?.textContent === 'By model'); return t ? [[...t.querySelectorAll('th')].map((e) => e.textContent), ...[...t.querySelectorAll('tbody tr')].map((r) => [...r.children].map((c) => c.textContent))] : [] })()`)
+	if len(rows) < 2 || !slices.Equal(rows[0][:2], []string{"Tier", "Upstream model"}) || rows[1][0] != "tier-5" || rows[1][1] != "scripted/scripted-1" {
+		t.Errorf("By model = %q, want Tier and Upstream model columns with tier-5 → scripted/scripted-1", rows)
+	}
+}
+
 func TestBrowserMobile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test")
@@ -684,13 +725,24 @@ func TestBrowserMobile(t *testing.T) {
 		if d := eval[string](b, `getComputedStyle(document.querySelector('.sidebar-foot')).display`); d != "none" {
 			t.Errorf("the desktop sidebar footer shows on a phone: %q", d)
 		}
-		// "/" on a phone is a composer, not a list without one; New is lit.
+		// "/" on a phone (the app opened from the home screen) continues
+		// the last chat, with its composer; Chats is lit.
+		last := eval[string](b, `location.hash`)
 		b.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
-		b.wait(`getComputedStyle(document.querySelector('.main')).display !== 'none' && document.querySelector('.main textarea')?.offsetParent !== null`)
-		if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"chat"}) {
-			t.Errorf("bottom bar highlights %v on /, want [chat]", cur)
+		b.wait(fmt.Sprintf(`location.hash === %s && document.querySelector('.main textarea')?.offsetParent !== null`, js(last)))
+		if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"chats"}) {
+			t.Errorf("bottom bar highlights %v on / (the last chat), want [chats]", cur)
 		}
+		// Also when the app starts on "/": the chat list arrives after the
+		// first route, and the last chat opens then.
+		b.do(chromedp.Navigate(h.url()))
+		b.wait(fmt.Sprintf(`document.documentElement.dataset.ready === '1' && location.hash === %s && [...document.querySelectorAll('.msg.assistant')].some((m) => m.textContent.includes('in ritardo'))`, js(last)))
+		// New starts a chat: a composer on #/new, New lit.
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="chat"]`))
+		b.wait(`location.hash === '#/new' && document.querySelector('.main textarea')?.offsetParent !== null && !document.querySelector('.msg')`)
+		if cur := eval[[]string](b, `[...document.querySelectorAll('#bottom-nav > .current, #more-button.current')].map((e) => e.dataset.nav || e.id)`); !reflect.DeepEqual(cur, []string{"chat"}) {
+			t.Errorf("bottom bar highlights %v on New, want [chat]", cur)
+		}
 		b.send("Hello from the phone")
 		b.lastAssistant("you said: Hello from the phone")
 		// An open chat is under Chats, not New.
@@ -740,6 +792,7 @@ func TestBrowserMobile(t *testing.T) {
 		h.flush()
 		b.do(chromedp.Click(`#bottom-nav a[data-nav="usage"]`))
 		b.wait(`document.querySelector('.usage-page')?.dataset.loaded`)
+		testUsageAt360(t, b)
 		b.shot("usage-mobile")
 		for _, page := range []string{"audit", "system"} {
 			b.do(chromedp.Click(`#more-button`))
@@ -763,6 +816,20 @@ func TestBrowserMobile(t *testing.T) {
 			b.shot(page + "-mobile")
 			if page == "system" {
 				testSystemSectionsFit(t, b, "mobile")
+			}
+			if page == "audit" {
+				// Every filter's example placeholder fits its field.
+				if cut := eval[[]string](b, `(() => {
+					const ctx = document.createElement('canvas').getContext('2d');
+					return [...document.querySelectorAll('.filters input[placeholder]')].filter((el) => {
+						const cs = getComputedStyle(el, '::placeholder');
+						ctx.font = cs.font || getComputedStyle(el).font;
+						const room = el.clientWidth - parseFloat(getComputedStyle(el).paddingLeft) - parseFloat(getComputedStyle(el).paddingRight);
+						return ctx.measureText(el.placeholder).width > room;
+					}).map((el) => el.placeholder);
+				})()`); len(cut) != 0 {
+					t.Errorf("these Audit filter placeholders are cut at 360 px: %q", cut)
+				}
 			}
 		}
 	})

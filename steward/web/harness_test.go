@@ -302,6 +302,8 @@ func (h *harness) script(req llmtest.Request) llmtest.Reply {
 		return llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: id, Type: "function", Function: llm.FunctionCall{Name: name, Arguments: args}}}}
 	}
 	switch {
+	case strings.Contains(content, "refuse the key"):
+		return llmtest.Reply{Status: http.StatusUnauthorized, ErrorMessage: "Incorrect API key provided: sk-te****"}
 	case strings.Contains(content, "show xss"):
 		return llmtest.Reply{Content: xssAnswer}
 	case strings.Contains(content, "show cards"):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/steward/connectors/localsource"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // Config is the content of calendar.yaml.
@@ -59,7 +60,7 @@ func LoadConfig(path, home, goos string) (*Config, error) {
 // ParseConfig parses and validates calendar.yaml content. Unknown keys are errors.
 func ParseConfig(data []byte, home string) (*Config, error) {
 	var c Config
-	if err := localsource.Decode(data, "calendar", &c); err != nil {
+	if err := yamlstrict.Decode(data, &c); err != nil {
 		return nil, err
 	}
 	if c.Timezone != "" {

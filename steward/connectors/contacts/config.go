@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentstack/agentstack/steward/connectors/localsource"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // Config is the content of contacts.yaml.
@@ -57,7 +58,7 @@ func LoadConfig(path, home, goos string) (*Config, error) {
 // ParseConfig parses and validates contacts.yaml content; unknown keys are errors.
 func ParseConfig(data []byte, home string) (*Config, error) {
 	var c Config
-	if err := localsource.Decode(data, "contacts", &c); err != nil {
+	if err := yamlstrict.Decode(data, &c); err != nil {
 		return nil, err
 	}
 	if err := localsource.CheckEmbed(c.Embed); err != nil {

@@ -8,7 +8,6 @@
 package localsource
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +17,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // MaxConfigBytes bounds a connector's configuration file; a real one is a
@@ -65,18 +62,6 @@ func Load[C any](path string, o LoadOptions[C]) (*C, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
-}
-
-// Decode decodes YAML into v strictly: an unknown key is an error, so that
-// a misspelt setting is reported rather than ignored. Empty input decodes to
-// the zero value.
-func Decode(data []byte, what string, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("parse %s config: %w", what, err)
-	}
-	return nil
 }
 
 // CheckEmbed validates an "embed" setting: empty or "gateway" (the

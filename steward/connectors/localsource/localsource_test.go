@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstack/agentstack/steward/connectors/localsource"
 	"github.com/agentstack/agentstack/steward/connectors/localsource/localsourcetest"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // source and config are a connector's configuration in miniature.
@@ -36,7 +37,7 @@ type config struct {
 func parse(home string) func([]byte) (*config, error) {
 	return func(data []byte) (*config, error) {
 		var c config
-		if err := localsource.Decode(data, "notes", &c); err != nil {
+		if err := yamlstrict.Decode(data, &c); err != nil {
 			return nil, err
 		}
 		if err := localsource.CheckEmbed(c.Embed); err != nil {
@@ -61,8 +62,8 @@ func TestParse(t *testing.T) {
 		{name: "embed URL", yaml: "embed: http://127.0.0.1:8080/v1\nsources: [{name: a, kind: file, path: /n}]\n",
 			want: []source{{Name: "a", Kind: "file", Path: "/n"}}},
 		{name: "empty file", yaml: "", wantErr: "at least one source"},
-		{name: "unknown key", yaml: "sources: []\nembedd: off\n", wantErr: "parse notes config"},
-		{name: "not YAML", yaml: "sources: [\n", wantErr: "parse notes config"},
+		{name: "unknown key", yaml: "sources: []\nembedd: off\n", wantErr: "line 2: embedd: unknown field (allowed: embed, sources)"},
+		{name: "not YAML", yaml: "sources: [\n", wantErr: "line 1: invalid YAML"},
 		{name: "bad embed", yaml: "embed: ftp://x\nsources: [{name: a, kind: file, path: /n}]\n", wantErr: `embed: "ftp://x" must be gateway, off or an http(s) URL`},
 		{name: "no name", yaml: "sources: [{kind: file, path: /n}]\n", wantErr: "sources[0]: name is required"},
 		{name: "duplicate", yaml: "sources: [{name: a, kind: file, path: /n}, {name: a, kind: file, path: /m}]\n", wantErr: `sources[1]: duplicate name "a"`},

@@ -8,10 +8,8 @@
 package mail
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -19,7 +17,7 @@ import (
 	"sort"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/agentstack/agentstack/yamlstrict"
 )
 
 // Account kinds.
@@ -132,10 +130,8 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses and validates mail.yaml content.
 func ParseConfig(data []byte) (*Config, error) {
 	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse: %w", err)
+	if err := yamlstrict.Decode(data, &cfg); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -153,6 +153,10 @@ class App {
       case 'chats':
         this.chats = new Map(f.chats.map((c) => [c.id, c]));
         this.renderChatList();
+        // A phone that opened '/' before the list arrived opens the last
+        // chat now, unless the user has started typing a new one.
+        if (this.openLastWhenListed && (location.hash || '#/') === '#/' && !this.view?.chatId && !this.view?.textarea.value) this.route();
+        this.openLastWhenListed = false;
         return;
       case 'chat.updated': {
         this.chats.set(f.chat.id, { ...this.chats.get(f.chat.id), ...f.chat });
@@ -187,8 +191,13 @@ class App {
     if (f.chatId && this.view?.chatId === f.chatId) this.view.onFrame(f);
   }
 
+  // sortedChats lists the chats most recently updated first.
+  sortedChats() {
+    return [...this.chats.values()].sort((a, b) => String(b.updatedAt).localeCompare(String(a.updatedAt)));
+  }
+
   renderChatList() {
-    const sorted = [...this.chats.values()].sort((a, b) => String(b.updatedAt).localeCompare(String(a.updatedAt)));
+    const sorted = this.sortedChats();
     const waiting = new Set([...this.pending.values()].map((p) => p.chatId));
     const current = this.view?.chatId;
     clear(this.list).append(...sorted.map((c) => h('li', null,
@@ -234,7 +243,19 @@ class App {
   async route() {
     const hash = location.hash || '#/';
     const [, name = '', arg = ''] = hash.match(/^#\/([\w-]*)\/?(.*)$/) || [];
-    // '/' is a composer (on a phone too); the chat list has its own route.
+    // On a phone, '/' (the app opened from the home screen) continues the
+    // most recent chat; New (#/new) starts one.
+    this.openLastWhenListed = false;
+    if (name === '' && matchMedia('(max-width: 767px)').matches) {
+      const last = this.sortedChats()[0];
+      if (last) {
+        history.replaceState(null, '', `#/c/${encodeURIComponent(last.id)}`);
+        return this.route();
+      }
+      this.openLastWhenListed = true;
+    }
+    // '/' is a composer (on a phone, once the chat list is known, the last
+    // chat); the chat list has its own route.
     document.body.dataset.route = name || 'new';
     this.closeMore();
     clear($('#toasts'));

@@ -199,8 +199,17 @@ export class ChatView {
     return h('div', { class: 'msg assistant', dataset: { messageId: messageId || '' } }, body);
   }
 
+  // errorLine shows how a turn ended without an answer: "Stopped." for the
+  // user's stop, else a card with the plain cause and the fix, the
+  // technical error one click away.
   errorLine(d) {
-    return h('div', { class: 'msg notice', role: 'status' }, d.aborted ? 'Stopped.' : `The turn failed: ${d.error || 'unknown error'}`);
+    if (d.aborted) return h('div', { class: 'msg notice', role: 'status' }, 'Stopped.');
+    const link = 'set-up screen (#/setup)';
+    const fix = (d.fix || '').split(/(set-up screen \(#\/setup\))/).map((part) => (part === link ? h('a', { href: '#/setup' }, 'set-up screen') : part));
+    return h('div', { class: 'msg turn-error', role: 'alert' },
+      h('p', { class: 'turn-error-cause' }, icon('alert'), ' ', d.cause || 'The turn failed.'),
+      d.fix ? h('p', { class: 'turn-error-fix' }, ...fix) : null,
+      d.error ? h('details', { class: 'turn-error-details' }, h('summary', null, 'Details'), h('pre', null, d.error)) : null);
   }
 
   scroll(force) {
@@ -277,7 +286,7 @@ export class ChatView {
           this.stream = null;
         }
         if (!f.ok) {
-          const d = { error: f.error, aborted: f.aborted };
+          const d = { error: f.error, aborted: f.aborted, cause: f.cause, fix: f.fix };
           this.entries.push({ id: `err-${f.turnId}`, kind: 'error', at: new Date().toISOString(), data: d });
           this.log.append(this.errorLine(d));
         }

@@ -78,10 +78,15 @@ export function fmtMs(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+// fmtUSD writes dollars one way everywhere: cents ($0.00, $1,234.50), and
+// an amount under a cent with two significant digits ($0.0012), so small
+// model costs do not all read $0.00.
 export function fmtUSD(x) {
   if (!Number.isFinite(x)) return '';
-  if (x === 0) return '$0';
-  return x < 0.01 ? `$${x.toFixed(4)}` : `$${x.toFixed(2)}`;
+  const abs = Math.abs(x);
+  const sign = x < 0 ? '-' : '';
+  if (abs === 0 || abs >= 0.01) return `${sign}$${abs.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return `${sign}$${abs.toPrecision(2).replace(/0+$/, '')}`;
 }
 
 export function fmtInt(n) {

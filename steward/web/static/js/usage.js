@@ -69,7 +69,10 @@ function report(r) {
       table('By service', groupCols('Service'), r.byService),
       table('By action', groupCols('Service / action'), r.byAction)),
     h('div', { class: 'grid2' },
-      table('By model', groupCols('Model'), r.byModel),
+      table('By model', [
+        { label: 'Tier', get: (g) => g.public || g.key },
+        { label: 'Upstream model', get: (g) => (g.public && g.key !== g.public ? g.key : h('span', { class: 'muted' }, 'none answered')) },
+        ...groupCols('').slice(1)], r.byModel),
       table('By token type', [{ label: 'Token type', get: (x) => x[0] }, { label: 'Cost', get: (x) => fmtUSD(x[1]), num: true }],
         [['Input', tt.input], ['Output', tt.output], ['Cache read', tt.cacheRead], ['Cache write', tt.cacheWrite]])),
     table('By day', groupCols('Day'), [...(r.byDay || [])].reverse()),
@@ -96,28 +99,39 @@ function report(r) {
   ];
 }
 
-// chart draws cost by day as an inline SVG bar chart.
+// niceCeil rounds a positive amount up to 1, 2 or 5 × 10^k, so the axis
+// reads a round figure however small the costs are.
+function niceCeil(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 5, 10].map((m) => m * p).find((n) => n >= v * (1 - 1e-9));
+}
+
+// chart draws cost by day as an inline SVG bar chart, drawn at the width
+// it is shown at so that its labels keep their size on a phone.
 function chart(days) {
   if (days.length === 0) return h('p', { class: 'muted' }, 'No requests in this period.');
-  const W = 720;
-  const H = 180;
-  const pad = { l: 52, r: 8, t: 10, b: 26 };
-  const max = Math.max(...days.map((d) => d.costUsd), 0);
+  const W = Math.round(Math.min(720, Math.max(280, document.documentElement.clientWidth - 40)));
+  const H = W < 480 ? 160 : 180;
+  const pad = { l: 58, r: 8, t: 12, b: 26 };
+  const top = Math.max(...days.map((d) => d.costUsd), 0);
+  const max = top > 0 ? niceCeil(top) : 0;
   const slot = (W - pad.l - pad.r) / days.length;
   const bw = Math.min(slot, 48);
   const y = (v) => pad.t + (H - pad.t - pad.b) * (1 - (max > 0 ? v / max : 0));
-  const every = Math.ceil(days.length / 10);
-  return svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Cost by day, ${days.length} days, highest ${fmtUSD(max)}` },
-    svg('line', { class: 'axis', x1: pad.l, x2: W - pad.r, y1: H - pad.b, y2: H - pad.b }),
-    svg('text', { x: pad.l - 6, y: pad.t + 8, 'text-anchor': 'end' }, fmtUSD(max)),
-    svg('text', { x: pad.l - 6, y: H - pad.b, 'text-anchor': 'end' }, '$0'),
+  const every = Math.ceil(days.length / Math.max(1, Math.floor((W - pad.l - pad.r) / 44))); // a label needs ~44 px
+  const ticks = max > 0 ? [0, max / 2, max] : [0];
+  return svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Cost by day, ${days.length} days, highest ${fmtUSD(top)}` },
+    ticks.map((v) => [
+      svg('line', { class: v === 0 ? 'axis' : 'grid', x1: pad.l, x2: W - pad.r, y1: y(v), y2: y(v) }),
+      svg('text', { class: 'tick', x: pad.l - 6, y: y(v) + 4, 'text-anchor': 'end' }, fmtUSD(v)),
+    ]),
     days.map((d, i) => {
       const x = pad.l + i * slot + (slot - bw) / 2;
-      const top = y(d.costUsd);
+      const barTop = y(d.costUsd);
       return [
-        svg('rect', { class: 'bar', x: x + bw * 0.15, y: top, width: Math.max(bw * 0.7, 1), height: Math.max(H - pad.b - top, d.costUsd > 0 ? 1 : 0) },
+        svg('rect', { class: 'bar', x: x + bw * 0.15, y: barTop, width: Math.max(bw * 0.7, 1), height: Math.max(H - pad.b - barTop, d.costUsd > 0 ? 1 : 0) },
           svg('title', null, `${d.key}: ${fmtUSD(d.costUsd)}, ${fmtInt(d.requests)} requests`)),
-        i % every === 0 ? svg('text', { x: x + bw / 2, y: H - 8, 'text-anchor': 'middle' }, d.key.slice(5)) : null,
+        i % every === 0 ? svg('text', { class: 'day', x: x + bw / 2, y: H - 8, 'text-anchor': 'middle' }, d.key.slice(5)) : null,
       ];
     }));
 }

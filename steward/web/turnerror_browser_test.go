@@ -1,0 +1,82 @@
+package web_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentstack/agentstack/steward/audit"
+)
+
+// TestBrowserFailedTurn: a turn the provider refuses ends in a styled error
+// card with the plain cause and the fix (a link to the set-up screen), the
+// provider's own error one click away; the card comes back after a reload
+// (it is in the transcript), and the failure is in Audit.
+func TestBrowserFailedTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test")
+	}
+	b := newBrowser(t, 1280, 860, false)
+	h := newHarness(t)
+	b.do(chromedp.Navigate(h.url()))
+	b.wait(`document.documentElement.dataset.ready === '1'`)
+
+	b.send("please refuse the key")
+	b.wait(`!!document.querySelector('.msg.turn-error')`)
+	checkCard := func(when string) {
+		t.Helper()
+		card := `document.querySelector('.msg.turn-error')`
+		if got := eval[string](b, card+`.querySelector('.turn-error-cause').textContent.trim()`); got != "The model provider refused the API key." {
+			t.Errorf("%s: cause = %q", when, got)
+		}
+		fix := eval[string](b, card+`.querySelector('.turn-error-fix').textContent`)
+		if !strings.Contains(fix, "open the set-up screen or run 'steward setup'") {
+			t.Errorf("%s: fix = %q", when, fix)
+		}
+		if got := eval[string](b, card+`.querySelector('.turn-error-fix a')?.getAttribute('href') || ''`); got != "#/setup" {
+			t.Errorf("%s: the fix links to %q, want #/setup", when, got)
+		}
+		// The technical chain is there, folded.
+		if eval[bool](b, card+`.querySelector('details').open`) {
+			t.Errorf("%s: the details are unfolded", when)
+		}
+		if raw := eval[string](b, card+`.querySelector('details pre').textContent`); !strings.Contains(raw, "Incorrect API key provided") {
+			t.Errorf("%s: details = %q, want the provider's error", when, raw)
+		}
+		if got := eval[string](b, card+`.textContent`); strings.Contains(strings.SplitN(got, "Details", 2)[0], "model API error") {
+			t.Errorf("%s: the raw chain shows outside the details: %q", when, got)
+		}
+		// Styled: the error colours, not the plain notice line.
+		bg := eval[string](b, `getComputedStyle(`+card+`).backgroundColor`)
+		want := eval[string](b, `(() => { const d = document.createElement('div'); d.style.background = 'var(--bad-soft)'; document.body.append(d); const c = getComputedStyle(d).backgroundColor; d.remove(); return c })()`)
+		if bg != want || bg == "rgba(0, 0, 0, 0)" {
+			t.Errorf("%s: card background %q, want the error colour %q", when, bg, want)
+		}
+		if role := eval[string](b, card+`.getAttribute('role')`); role != "alert" {
+			t.Errorf("%s: role = %q", when, role)
+		}
+	}
+	checkCard("live")
+	b.shot("failed-turn-desktop")
+
+	b.do(chromedp.Reload())
+	b.wait(`document.documentElement.dataset.ready === '1' && !!document.querySelector('.msg.turn-error')`)
+	checkCard("after a reload")
+	b.noExceptions()
+
+	h.flush()
+	page, err := h.audit.Query(context.Background(), audit.Filter{Type: "chat.turn_failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || page.Events[0].Summary != "The model provider refused the API key." || page.Events[0].ChatID == "" {
+		t.Fatalf("audit events = %+v, want one chat.turn_failed with the cause", page.Events)
+	}
+	b.do(chromedp.Navigate(h.url() + "#/audit"))
+	b.wait(`document.querySelector('.audit-page')?.dataset.loaded === '1'`)
+	b.setValue("#audit-type", "chat.turn_failed")
+	b.click(".filters", "Apply")
+	b.wait(`(() => { const li = [...document.querySelectorAll('.timeline li')]; return li.length === 1 && li[0].dataset.type === 'chat.turn_failed' && li[0].textContent.includes('refused the API key') })()`)
+}
