@@ -75,6 +75,7 @@ type hostDeps struct {
 	gatewayURL string
 	ledger     *usage.Store
 	log        *slog.Logger
+	pairURL    func() string // the HTTPS listener's address; nil without one
 }
 
 // buildHost assembles the host: policy, audit, chats, the connectors through
@@ -85,6 +86,10 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	token, err := host.LoadOrCreateToken(filepath.Join(sc.home, host.TokenFileName), sc.authToken)
 	if err != nil {
 		return nil, err
+	}
+	tokenFile := "" // a token set by STEWARD_AUTH_TOKEN cannot be rotated by the host
+	if sc.authToken == "" {
+		tokenFile = filepath.Join(sc.home, host.TokenFileName)
 	}
 	rules, err := policy.LoadRules(filepath.Join(sc.home, "policy.yaml"))
 	if err != nil {
@@ -160,7 +165,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	var bg *background // started once the host exists; read by the System page
 	h := host.New(host.Options{
-		Token: token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
+		Token: token, TokenFile: tokenFile, PairURL: d.pairURL, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {

@@ -25,7 +25,14 @@ import (
 // Options configures the host.
 type Options struct {
 	// Token authenticates every data route and the WebSocket.
-	Token   string
+	Token string
+	// TokenFile is where a rotated token is stored (STEWARD_HOME/auth-token);
+	// empty when the token comes from STEWARD_AUTH_TOKEN, which the host
+	// cannot change, so rotation is refused.
+	TokenFile string
+	// PairURL returns the address a phone opens (the HTTPS listener's when
+	// configured), shown with a QR code on the System page.
+	PairURL func() string
 	Version string
 	Logger  *slog.Logger
 	// Home is STEWARD_HOME; uploads go to Home/uploads.
@@ -64,6 +71,9 @@ type Host struct {
 	allowedOrigins map[string]bool
 	health         healthLog // last state of each System page item
 
+	tokenMu sync.RWMutex
+	token   string // the current host token; rotation replaces it
+
 	ctx    context.Context // cancelled by Close: ends turns and connections
 	cancel context.CancelFunc
 	turns  sync.WaitGroup
@@ -77,6 +87,7 @@ func New(opts Options) *Host {
 	h := &Host{opts: opts, log: opts.Logger, started: time.Now(), mux: http.NewServeMux(),
 		hub: &hub{clients: map[*wsClient]struct{}{}, log: opts.Logger}, allowedOrigins: map[string]bool{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.token = opts.Token
 	for _, o := range opts.AllowedOrigins {
 		o = strings.TrimRight(strings.TrimSpace(o), "/")
 		if u, err := url.Parse(o); err == nil && u.Host != "" {
@@ -118,6 +129,8 @@ func New(opts Options) *Host {
 	}
 	h.mux.HandleFunc("GET /pair", h.handlePair)
 	h.Handle("GET /system/status", http.HandlerFunc(h.handleSystemStatus))
+	h.Handle("GET /system/pairing", http.HandlerFunc(h.handlePairing))
+	h.Handle("POST /system/token", http.HandlerFunc(h.handleRotateToken))
 	if opts.Web != nil {
 		h.mux.Handle("GET /", opts.Web)
 	}
@@ -150,8 +163,16 @@ func (h *Host) handleHealth(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Token returns the current host token.
+func (h *Host) Token() string {
+	h.tokenMu.RLock()
+	defer h.tokenMu.RUnlock()
+	return h.token
+}
+
 func (h *Host) validToken(got string) bool {
-	return h.opts.Token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.opts.Token)) == 1
+	want := h.Token()
+	return want != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) == 1
 }
 
 // RequireToken lets a request through only with the host token in the

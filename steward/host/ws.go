@@ -109,7 +109,11 @@ func (h *hub) deliver(chatID string, frame any) {
 	}
 }
 
-func (h *hub) closeAll() {
+func (h *hub) closeAll() { h.closeAllWith(websocket.StatusGoingAway, "host shutting down") }
+
+// closeAllWith disconnects every client with code and reason; it returns
+// how many there were.
+func (h *hub) closeAllWith(code websocket.StatusCode, reason string) int {
 	h.mu.Lock()
 	cs := make([]*wsClient, 0, len(h.clients))
 	for c := range h.clients {
@@ -118,8 +122,9 @@ func (h *hub) closeAll() {
 	h.clients = map[*wsClient]struct{}{}
 	h.mu.Unlock()
 	for _, c := range cs {
-		c.close(websocket.StatusGoingAway, "host shutting down")
+		c.close(code, reason)
 	}
+	return len(cs)
 }
 
 // handleWS serves /ws: authentication by the first frame or the
