@@ -2,7 +2,7 @@
 // connection lifecycle. The host decides everything; this is a view.
 
 import { h, clear } from './dom.js';
-import { Connection, tokens, pair } from './conn.js';
+import { Connection, tokens, pair, pairFromLink } from './conn.js';
 import { ChatView } from './chat.js';
 import { chatParam, withoutChatParam, chatFromMessage } from './notify.js';
 
@@ -40,6 +40,7 @@ class App {
   }
 
   async start() {
+    pairFromLink(); // a scanned pairing link replaces any saved token
     if (!tokens.get() && !(await pair())) {
       this.route();
       this.showPairing();
