@@ -185,6 +185,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 			Policy:          pol,
 			ApprovalTimeout: sc.approvalTimeout,
 			Tools:           toolSource,
+			Notifier:        pushSvc,
 		},
 	})
 	st.push(func() error { h.Close(); return nil })

@@ -33,8 +33,10 @@ type Options struct {
 	// PairURL returns the address a phone opens (the HTTPS listener's when
 	// configured), shown with a QR code on the System page.
 	PairURL func() string
-	Version string
-	Logger  *slog.Logger
+	// ResolveAction lets GET /resolve?action=ID open an Action Center item.
+	ResolveAction ActionResolver
+	Version       string
+	Logger        *slog.Logger
 	// Home is STEWARD_HOME; uploads go to Home/uploads.
 	Home string
 	// AllowedOrigins are extra browser origins (HOST_ALLOWED_ORIGINS), e.g.
@@ -129,6 +131,7 @@ func New(opts Options) *Host {
 	}
 	h.mux.HandleFunc("GET /pair", h.handlePair)
 	h.Handle("GET /system/status", http.HandlerFunc(h.handleSystemStatus))
+	h.Handle("GET /resolve", http.HandlerFunc(h.handleResolve))
 	h.Handle("GET /system/pairing", http.HandlerFunc(h.handlePairing))
 	h.Handle("POST /system/token", http.HandlerFunc(h.handleRotateToken))
 	if opts.Web != nil {

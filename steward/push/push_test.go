@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentstack/agentstack/steward/push/pushtest"
 )
@@ -231,5 +232,82 @@ func TestRoutes(t *testing.T) {
 	}
 	if code, out := do("POST", "/push/test", `{"body":"hi"}`); code != 200 || out["attempted"] != 0.0 {
 		t.Errorf("test with no devices: %d %v", code, out)
+	}
+}
+
+// TestSendRetryWhenAllFailed: a notification no endpoint accepted is sent
+// again until one does; one that keeps failing gives up after the delays.
+func TestSendRetryWhenAllFailed(t *testing.T) {
+	p := newPushService(t)
+	s, err := Open(Options{Home: t.TempDir(), Contact: "mailto:me@example.com", HTTPClient: p.Client(),
+		RetryDelays: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Subscribe(p.subscription(t, "/phone"))
+	p.FailNext("/phone", 2)
+	if rep := s.SendRetry(context.Background(), Notification{Title: "t", Body: "third time lucky"}); rep.Delivered != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := p.received("/phone"); len(got) != 1 || got[0].Body != "third time lucky" {
+		t.Fatalf("received %+v", got)
+	}
+	p.FailNext("/phone", 10)
+	if rep := s.SendRetry(context.Background(), Notification{Title: "t", Body: "never"}); rep.Complete() || rep.Failed != 1 {
+		t.Fatalf("report after 4 failures %+v", rep)
+	}
+	if len(s.Subscriptions()) != 1 {
+		t.Error("a failing (not expired) endpoint was pruned")
+	}
+}
+
+// TestNotificationLanguage: the setting persists, is validated, and its
+// routes answer.
+func TestNotificationLanguage(t *testing.T) {
+	p := newPushService(t)
+	home := t.TempDir()
+	s := openService(t, home, p)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+"/settings/notification-lang", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	if code, v := post(`{"lang":"fr"}`); code != 400 || !strings.Contains(v["error"].(string), "not supported") {
+		t.Errorf("fr: %d %v", code, v)
+	}
+	if code, v := post(`{"lang":"it"}`); code != 200 || v["lang"] != "it" {
+		t.Errorf("it: %d %v", code, v)
+	}
+	resp, _ := http.Get(srv.URL + "/settings/notification-lang")
+	var v struct {
+		Lang      string
+		Supported []string
+	}
+	json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if v.Lang != "it" || len(v.Supported) != 2 {
+		t.Errorf("GET = %+v", v)
+	}
+	again := openService(t, home, p)
+	if again.Language() != "it" {
+		t.Error("the language was not persisted")
+	}
+	n := again.Compose(Event{Kind: KindFailed, ChatID: "chat_1", ChatTitle: "Treni", Text: "model offline"})
+	if n.Title != "La risposta non è riuscita · Treni" || n.URL != "/?chat=chat_1" || n.Body != "model offline" {
+		t.Errorf("composed %+v", n)
+	}
+	if n := again.Compose(Event{Kind: KindAction, ActionID: "act_1", Text: "Pay the invoice"}); n.URL != "/?action=act_1" || n.Title != "Nuova azione" {
+		t.Errorf("action %+v", n)
+	}
+	os.WriteFile(filepath.Join(home, "notification-settings.json"), []byte(`{"lang":"xx"}`), 0o600)
+	if _, err := Open(Options{Home: home}); err == nil || !strings.Contains(err.Error(), "notification-settings.json") {
+		t.Errorf("damaged language file: %v", err)
 	}
 }
