@@ -76,6 +76,7 @@ type hostDeps struct {
 	ledger     *usage.Store
 	log        *slog.Logger
 	pairURL    func() string // the HTTPS listener's address; nil without one
+	reload     *reloader     // SIGHUP reloads of the host's files
 }
 
 // buildHost assembles the host: policy, audit, chats, the connectors through
@@ -101,6 +102,18 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
+	policyPath := filepath.Join(sc.home, "policy.yaml")
+	d.reload.add(policyPath, func() error {
+		rules, err := policy.LoadRules(policyPath)
+		if err != nil {
+			return err
+		}
+		next, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
+		if err == nil {
+			pol.Replace(next)
+		}
+		return err
+	})
 	var auditLedger *audit.Ledger
 	var auditor host.Auditor
 	var auditRoute http.Handler
@@ -128,6 +141,12 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
+	// The MCP servers keep running across SIGHUP (their calls and sessions
+	// stay intact): mcp.json is checked, and a restart applies it.
+	d.reload.addCheck(filepath.Join(sc.home, "mcp.json"), func() error {
+		_, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
+		return err
+	})
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
 		// Connectors journal their writes with the calling chat as origin.

@@ -234,6 +234,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	}
 	st.push(ledger.Close)
 
+	reload := &reloader{log: log}
 	var gw *gateway.Switch
 	if gwLn != nil {
 		g, err := newGateway(sc, sc.lookup, ledger, log)
@@ -242,6 +243,13 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			return err
 		}
 		gw = gateway.NewSwitch(g)
+		reload.add(sc.gatewayConfig, func() error {
+			g, err := newGateway(sc, sc.lookup, ledger, log)
+			if err == nil {
+				gw.Swap(g)
+			}
+			return err
+		})
 		servers = append(servers, &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(g.Models(), ","))
 		if rd := g.Ready(sc.hostTier); !rd.Ready && hostLn != nil {
@@ -258,7 +266,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			port := tlsLn.Addr().(*net.TCPAddr).Port
 			pairURL = func() string { return httpsURL(certs, port) }
 		}
-		h, err := buildHost(ctx, env, hostDeps{cfg: cfg, sc: sc, gw: gw, gatewayURL: gatewayURL, ledger: ledger, log: log, pairURL: pairURL}, st)
+		h, err := buildHost(ctx, env, hostDeps{cfg: cfg, sc: sc, gw: gw, gatewayURL: gatewayURL, ledger: ledger, log: log, pairURL: pairURL, reload: reload}, st)
 		if err != nil {
 			closeListeners()
 			return err
@@ -282,6 +290,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	if tlsLn != nil {
 		listeners = append(listeners, tlsLn)
 	}
+	reload.run(ctx)
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
