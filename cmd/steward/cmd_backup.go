@@ -60,6 +60,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	output := fs.String("output", "", "the new backup directory (must not exist)")
 	wiki := fs.String("wiki", "", "the wiki vault to include (full only; default STEWARD_WIKI_DIR)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	foreground := fs.Bool("foreground", false, "keep normal CPU and I/O priority (by default a backup runs at nice 10 and idle I/O priority, so it does not slow a running steward serve)")
 	if sub == "verify" {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			fmt.Fprintln(env.Stderr, "steward backup verify: name the backup directory")
@@ -111,6 +112,9 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	opts.Progress = progressPrinter(env.Stderr, *asJSON)
+	if !*foreground {
+		lowerPriority()
+	}
 	m, err := backup.Run(ctx, opts)
 	if err != nil {
 		return err
