@@ -325,3 +325,34 @@ func TestKilledBackupLeavesOnlyPending(t *testing.T) {
 		t.Errorf("verify of a pending dir: exit %d\n%s", code, errb)
 	}
 }
+
+// TestBackupBenchSmoke runs steward bench backup on a small database: every
+// figure is measured and both verdicts are in the report (not asserted).
+func TestBackupBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Fatal("sqlite3 is needed (.ci/run installs it): apt-get install -y sqlite3")
+	}
+	db := filepath.Join(t.TempDir(), "m.db")
+	if out, err := exec.Command("sqlite3", db, "CREATE TABLE t(x); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c LIMIT 2000) INSERT INTO t SELECT randomblob(500) FROM c;").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	cmd := exec.Command(buildSteward(t), "bench", "backup", "--db", db, "--runs", "1", "--turns", "2", "--json")
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep backupBenchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if rep.DBBytes <= 0 || rep.StewardMB <= 0 || rep.SQLite3MB <= 0 || rep.TurnQuietMS <= 0 || rep.TurnBusyMS <= 0 || len(rep.Checks) != 2 {
+		t.Errorf("report = %+v", rep)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(db), ".steward-bench-backup-*")); len(m) != 0 {
+		t.Errorf("left behind %v", m)
+	}
+}
