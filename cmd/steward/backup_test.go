@@ -20,6 +20,7 @@ import (
 	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/steward/backup"
 	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/scheduler"
 )
 
 // tableDigests returns, for every ordinary table of the database at path,
@@ -354,5 +355,36 @@ func TestBackupBenchSmoke(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(db), ".steward-bench-backup-*")); len(m) != 0 {
 		t.Errorf("left behind %v", m)
+	}
+}
+
+// TestScheduledBackupKeepsN is the scheduler's daily job: not configured
+// without STEWARD_BACKUP_DIR, and the newest STEWARD_BACKUP_KEEP backups kept.
+func TestScheduledBackupKeepsN(t *testing.T) {
+	vars := map[string]string{}
+	env, _, errb := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	os.MkdirAll(home, 0o700)
+	os.WriteFile(filepath.Join(home, "policy.yaml"), []byte("allow: []\n"), 0o600)
+	if code := run(context.Background(), []string{"backup", "scheduled", "--json"}, env); code != scheduler.ExitNotConfigured || !strings.Contains(errb.String(), "STEWARD_BACKUP_DIR") {
+		t.Fatalf("without STEWARD_BACKUP_DIR: exit %d\n%s", code, errb)
+	}
+	dir := t.TempDir()
+	var outputs []string
+	for range 3 {
+		env, out, errb := testEnv(t, map[string]string{"STEWARD_HOME": home, "STEWARD_BACKUP_DIR": dir, "STEWARD_BACKUP_KEEP": "2"})
+		if code := run(context.Background(), []string{"backup", "scheduled", "--json"}, env); code != 0 {
+			t.Fatalf("scheduled backup: exit %d\n%s", code, errb)
+		}
+		var res struct{ Output string }
+		json.Unmarshal(out.Bytes(), &res)
+		outputs = append(outputs, res.Output)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if strings.Join(left, ",") != strings.Join(outputs[1:], ",") {
+		t.Errorf("kept %v, want the newest two of %v", left, outputs)
+	}
+	if _, _, err := backup.Verify(outputs[2], nil); err != nil {
+		t.Error(err)
 	}
 }

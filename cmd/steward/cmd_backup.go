@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -44,7 +46,13 @@ manifest.json lists every file with its SHA-256, where it came from, and the kno
 absent. Folders are 0700 and files 0600: the backup holds your token, keys and mail — protect it.
 SQLite consistency is per database; stop steward serve first for one point in time across stores.
 
-verify re-hashes every file against the manifest and names each one that differs.`
+verify re-hashes every file against the manifest and names each one that differs.
+
+  steward backup scheduled [--json]
+
+is the scheduler's daily job: an operational backup into STEWARD_BACKUP_DIR/operational-TIME,
+then removes the oldest scheduled backups beyond STEWARD_BACKUP_KEEP (default 7). Without
+STEWARD_BACKUP_DIR it does nothing and says it is not configured.`
 
 func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -89,6 +97,12 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return nil
 	}
+	if sub == "scheduled" {
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		return scheduledBackup(ctx, env, *asJSON)
+	}
 	kind := backup.Kind(sub)
 	if kind != backup.Operational && kind != backup.Full {
 		fmt.Fprintf(env.Stderr, "steward backup: unknown kind %q (operational, full or verify)\n", sub)
@@ -130,6 +144,49 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	for _, a := range m.Absent {
 		fmt.Fprintf(env.Stdout, "  absent (not backed up): %s\n", a.Source)
 	}
+	return nil
+}
+
+// scheduledBackup is the daily job: an operational backup into
+// STEWARD_BACKUP_DIR, then pruning to STEWARD_BACKUP_KEEP.
+func scheduledBackup(ctx context.Context, env *cliEnv, asJSON bool) error {
+	cfg, err := env.Config()
+	if err != nil {
+		return err
+	}
+	dir := cfg.Path("STEWARD_BACKUP_DIR", "")
+	keep := int(cfg.Int("STEWARD_BACKUP_KEEP", 7, 1, 365))
+	if err := cfg.Err(); err != nil {
+		return err
+	}
+	if dir == "" {
+		return notConfiguredError{errors.New("no scheduled backup: STEWARD_BACKUP_DIR is not set")}
+	}
+	out := filepath.Join(dir, "operational-"+time.Now().UTC().Format("20060102T150405.000000Z"))
+	opts, err := backupOptions(cfg, backup.Operational, out, "")
+	if err != nil {
+		return err
+	}
+	lowerPriority()
+	m, err := backup.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	// Names sort by time; only completed scheduled backups are counted and
+	// removed (a .pending-* directory is left for the user to look at).
+	old, _ := filepath.Glob(filepath.Join(dir, "operational-*"))
+	sort.Strings(old)
+	var pruned []string
+	for len(old) > keep {
+		if err := os.RemoveAll(old[0]); err != nil {
+			return fmt.Errorf("remove the old backup %s: %w", old[0], err)
+		}
+		pruned, old = append(pruned, old[0]), old[1:]
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, map[string]any{"output": out, "entries": len(m.Entries), "kept": len(old), "pruned": len(pruned)})
+	}
+	fmt.Fprintf(env.Stdout, "backup written to %s; %d kept, %d removed\n", out, len(old), len(pruned))
 	return nil
 }
 
