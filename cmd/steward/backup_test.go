@@ -76,13 +76,23 @@ func rowCount(t *testing.T, path, table string) int {
 	return n
 }
 
-// chatTurn runs one chat turn over the host's WebSocket; with hold set it
+// chatTurn runs one chat turn over the host's WebSocket; with inFlight set it
 // returns once the answer is streaming (the turn stays in flight).
 func chatTurn(t *testing.T, base, token, text string, inFlight bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ws, send := dialHost(t, ctx, base, token)
+	turnOn(t, ctx, ws, send, text, inFlight)
+	if !inFlight {
+		ws.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// turnOn creates a chat on ws and runs one turn in it (see chatTurn); it
+// returns the answer of a finished turn.
+func turnOn(t *testing.T, ctx context.Context, ws *websocket.Conn, send func(any), text string, inFlight bool) string {
+	t.Helper()
 	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: text})
 	sent := false
 	for {
@@ -100,14 +110,14 @@ func chatTurn(t *testing.T, base, token, text string, inFlight bool) {
 			}
 		case protocol.TypeAssistantDelta:
 			if inFlight {
-				return
+				return ""
 			}
 		case protocol.TypeTurnDone:
 			if f["ok"] != true {
 				t.Fatalf("turn %q: %v", text, f)
 			}
-			ws.Close(websocket.StatusNormalClosure, "")
-			return
+			answer, _ := f["text"].(string)
+			return answer
 		}
 	}
 }

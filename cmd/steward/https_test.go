@@ -163,26 +163,8 @@ func TestHTTPSListener(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(protocol.ChatCreate{Envelope: protocol.Env(protocol.TypeChatCreate, "c"), Title: "phone"})
-	for done, sent := false, false; !done; {
-		_, data, err := ws.Read(ctx)
-		if err != nil {
-			t.Fatalf("read: %v\nlogs:\n%s", err, logs)
-		}
-		var f map[string]any
-		json.Unmarshal(data, &f)
-		switch f["type"] {
-		case protocol.TypeChatUpdated:
-			if !sent {
-				sent = true
-				send(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: f["chat"].(map[string]any)["id"].(string), Text: "hi"})
-			}
-		case protocol.TypeTurnDone:
-			if f["ok"] != true || f["text"] != "hello over https" {
-				t.Fatalf("turn.done over HTTPS = %v", f)
-			}
-			done = true
-		}
+	if got := turnOn(t, ctx, ws, send, "phone", false); got != "hello over https" {
+		t.Fatalf("turn over HTTPS answered %q", got)
 	}
 
 	// The System page's pairing address is the certificate's name.
