@@ -115,7 +115,10 @@ func runServe(t *testing.T, env *cliEnv, home string) (base, token string) {
 	})
 	// The host creates the file, then writes the token: wait for the token.
 	var tok []byte
-	waitFor(t, func() bool { tok, _ = os.ReadFile(filepath.Join(home, "auth-token")); return len(strings.TrimSpace(string(tok))) >= 16 })
+	waitFor(t, func() bool {
+		tok, _ = os.ReadFile(filepath.Join(home, "auth-token"))
+		return len(strings.TrimSpace(string(tok))) >= 16
+	})
 	return "http://" + hostLn.Addr().String(), strings.TrimSpace(string(tok))
 }
 
