@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -275,7 +276,8 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
 		printNextSteps(env.Stdout, "http://"+hostLn.Addr().String(), sc.home, sources)
 		if tlsLn != nil {
-			servers = append(servers, &http.Server{Handler: h.Handler(), TLSConfig: certs.TLSConfig(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+			servers = append(servers, &http.Server{Handler: h.Handler(), TLSConfig: certs.TLSConfig(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+				TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}) // HTTP/1.1 only (see host.CertReloader.TLSConfig)
 			log.Info("HTTPS listening on all interfaces", "url", pairURL(), "port", sc.tlsPort, "cert", sc.tlsCert)
 		}
 	}

@@ -118,6 +118,15 @@ func TestHTTPSListener(t *testing.T) {
 	if r := get("/health", "", nil); r.StatusCode != 200 || served.SerialNumber.Int64() != first.SerialNumber.Int64() {
 		t.Fatalf("/health over HTTPS: %d, serial %v", r.StatusCode, served.SerialNumber)
 	}
+	// HTTP/2 is not offered (the WebSocket is an HTTP/1.1 upgrade).
+	c, err := tls.Dial("tcp", "127.0.0.2:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Errorf("ALPN negotiated %q, want http/1.1", p)
+	}
+	c.Close()
 	// Old protocol versions are refused.
 	if c, err := tls.Dial("tcp", "127.0.0.2:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}); err == nil {
 		c.Close()

@@ -129,10 +129,13 @@ func (c *CertReloader) Leaf() *x509.Certificate {
 }
 
 // TLSConfig is the HTTPS listener's configuration: TLS 1.2 or later, with
-// only forward-secret AEAD suites for 1.2 (1.3's are all modern).
+// only forward-secret AEAD suites for 1.2 (1.3's are all modern). It offers
+// HTTP/1.1 only: the WebSocket is an HTTP/1.1 upgrade, and a browser on
+// HTTP/2 could otherwise try WebSocket over HTTP/2 (RFC 8441).
 func (c *CertReloader) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
 		GetCertificate: c.GetCertificate,
 		CipherSuites: []uint16{
 			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
