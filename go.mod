@@ -15,16 +15,16 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.99.0
+	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
 	github.com/teambition/rrule-go v1.8.2
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/image v0.47.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.44.0
 	howett.net/plist v1.0.1
 	modernc.org/sqlite v1.62.0
 )
-
-require golang.org/x/image v0.47.0 // indirect
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect

@@ -76,6 +76,8 @@ type hostDeps struct {
 	gatewayURL string
 	ledger     *usage.Store
 	log        *slog.Logger
+	pairURL    func() string // the HTTPS listener's address; nil without one
+	reload     *reloader     // SIGHUP reloads of the host's files
 }
 
 // buildHost assembles the host: policy, audit, chats, the connectors through
@@ -86,6 +88,10 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	token, err := host.LoadOrCreateToken(filepath.Join(sc.home, host.TokenFileName), sc.authToken)
 	if err != nil {
 		return nil, err
+	}
+	tokenFile := "" // a token set by STEWARD_AUTH_TOKEN cannot be rotated by the host
+	if sc.authToken == "" {
+		tokenFile = filepath.Join(sc.home, host.TokenFileName)
 	}
 	rules, err := policy.LoadRules(filepath.Join(sc.home, "policy.yaml"))
 	if err != nil {
@@ -105,6 +111,18 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
+	policyPath := filepath.Join(sc.home, "policy.yaml")
+	d.reload.add(policyPath, func() error {
+		rules, err := policy.LoadRules(policyPath)
+		if err != nil {
+			return err
+		}
+		next, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
+		if err == nil {
+			pol.Replace(next)
+		}
+		return err
+	})
 	var auditLedger *audit.Ledger
 	var auditor host.Auditor
 	var auditRoute http.Handler
@@ -140,6 +158,12 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		}
 		connectors = append(connectors, *voiceServer)
 	}
+	// The MCP servers keep running across SIGHUP (their calls and sessions
+	// stay intact): mcp.json is checked, and a restart applies it.
+	d.reload.addCheck(filepath.Join(sc.home, "mcp.json"), func() error {
+		_, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
+		return err
+	})
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
 		// The connectors read the same config.env: its warnings are shown once, by serve.
@@ -185,7 +209,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	h := host.New(host.Options{
 		Transcriber: transcriber,
-		Token:       token, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
+		Token:       token, TokenFile: tokenFile, PairURL: d.pairURL, Version: version, Logger: log, Home: sc.home, AllowedOrigins: sc.allowedOrigins,
 		Usage: d.ledger, Rates: rates, AuditHandler: auditRoute, WriteOpsHandler: writeops.Handler(journalStore),
 		Web: web.Handler(),
 		System: func(ctx context.Context) host.SystemInfo {
@@ -206,6 +230,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 			Policy:          pol,
 			ApprovalTimeout: sc.approvalTimeout,
 			Tools:           toolSource,
+			Notifier:        pushSvc,
 		},
 	})
 	st.push(func() error { h.Close(); return nil })

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/agentstack/agentstack/dirlock"
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/usage"
 )
@@ -111,6 +114,10 @@ type serveConfig struct {
 	hostTier        string
 	approvalTimeout time.Duration
 	lookup          func(string) (string, bool)
+	// tlsCert and tlsKey enable the HTTPS listener on all interfaces at
+	// tlsPort (both set, or neither).
+	tlsCert, tlsKey string
+	tlsPort         int
 }
 
 func readServeConfig(cfg *config.Config) (*serveConfig, error) {
@@ -126,7 +133,10 @@ func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 		hostTier:        cfg.String("HOST_TIER", "tier-5"),
 		approvalTimeout: cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
 		lookup:          cfg.Lookup,
+		tlsCert:         cfg.Path("STEWARD_TLS_CERT", ""),
+		tlsKey:          cfg.Path("STEWARD_TLS_KEY", ""),
 	}
+	sc.tlsPort = cfg.Port("STEWARD_TLS_PORT", min(sc.hostPort+1, 65535))
 	for _, o := range strings.Split(cfg.String("HOST_ALLOWED_ORIGINS", ""), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			sc.allowedOrigins = append(sc.allowedOrigins, o)
@@ -134,6 +144,12 @@ func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 	}
 	if err := cfg.Err(); err != nil {
 		return nil, fmt.Errorf("invalid settings:\n%w", err)
+	}
+	switch {
+	case sc.tlsCert != "" && sc.tlsKey == "":
+		return nil, errors.New("invalid settings:\nSTEWARD_TLS_KEY is not set: the HTTPS listener needs both STEWARD_TLS_CERT and STEWARD_TLS_KEY (or neither)")
+	case sc.tlsCert == "" && sc.tlsKey != "":
+		return nil, errors.New("invalid settings:\nSTEWARD_TLS_CERT is not set: the HTTPS listener needs both STEWARD_TLS_CERT and STEWARD_TLS_KEY (or neither)")
 	}
 	return sc, nil
 }
@@ -154,7 +170,16 @@ func serveListeners(sc *serveConfig) (hostLn, gwLn net.Listener, err error) {
 }
 
 func listen(what, envVar string, port int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	return listenOn("127.0.0.1", what, envVar, port)
+}
+
+// listenAll listens on every interface (the HTTPS listener).
+func listenAll(what, envVar string, port int) (net.Listener, error) {
+	return listenOn("", what, envVar, port)
+}
+
+func listenOn(addr, what, envVar string, port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {
 			return nil, fmt.Errorf("%s port %d is already in use (is Steward already running? set %s to use another port)", what, port, envVar)
@@ -180,11 +205,26 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			err = cerr
 		}
 	}()
+	var tlsLn net.Listener // the HTTPS listener, when configured
 	closeListeners := func() {
-		for _, ln := range []net.Listener{hostLn, gwLn} {
+		for _, ln := range []net.Listener{hostLn, gwLn, tlsLn} {
 			if ln != nil {
 				ln.Close()
 			}
+		}
+	}
+
+	// The HTTPS listener for phones: a broken certificate setting stops
+	// start-up before anything is opened.
+	var certs *host.CertReloader
+	if hostLn != nil && sc.tlsCert != "" {
+		if certs, err = sc.certReloader(log); err != nil {
+			closeListeners()
+			return err
+		}
+		if tlsLn, err = listenAll("HTTPS", "STEWARD_TLS_PORT", sc.tlsPort); err != nil {
+			closeListeners()
+			return err
 		}
 	}
 
@@ -195,6 +235,7 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	}
 	st.push(ledger.Close)
 
+	reload := &reloader{log: log}
 	var gw *gateway.Switch
 	if gwLn != nil {
 		g, err := newGateway(sc, sc.lookup, ledger, log)
@@ -203,6 +244,13 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 			return err
 		}
 		gw = gateway.NewSwitch(g)
+		reload.add(sc.gatewayConfig, func() error {
+			g, err := newGateway(sc, sc.lookup, ledger, log)
+			if err == nil {
+				gw.Swap(g)
+			}
+			return err
+		})
 		servers = append(servers, &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 		log.Info("gateway listening", "url", "http://"+gwLn.Addr().String()+"/v1", "models", strings.Join(g.Models(), ","))
 		if rd := g.Ready(sc.hostTier); !rd.Ready && hostLn != nil {
@@ -214,7 +262,12 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		if gatewayURL == "" {
 			gatewayURL = "http://" + gwLn.Addr().String() + "/v1"
 		}
-		h, err := buildHost(ctx, env, hostDeps{cfg: cfg, sc: sc, gw: gw, gatewayURL: gatewayURL, ledger: ledger, log: log}, st)
+		var pairURL func() string
+		if certs != nil {
+			port := tlsLn.Addr().(*net.TCPAddr).Port
+			pairURL = func() string { return httpsURL(certs, port) }
+		}
+		h, err := buildHost(ctx, env, hostDeps{cfg: cfg, sc: sc, gw: gw, gatewayURL: gatewayURL, ledger: ledger, log: log, pairURL: pairURL, reload: reload}, st)
 		if err != nil {
 			closeListeners()
 			return err
@@ -222,6 +275,11 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		servers = append([]*http.Server{{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}, servers...)
 		log.Info("host listening", "url", "http://"+hostLn.Addr().String(), "home", sc.home, "model", sc.hostTier)
 		printNextSteps(env.Stdout, "http://"+hostLn.Addr().String(), sc.home, sources)
+		if tlsLn != nil {
+			servers = append(servers, &http.Server{Handler: h.Handler(), TLSConfig: certs.TLSConfig(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+				TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}) // HTTP/1.1 only (see host.CertReloader.TLSConfig)
+			log.Info("HTTPS listening on all interfaces", "url", pairURL(), "port", sc.tlsPort, "cert", sc.tlsCert)
+		}
 	}
 
 	listeners := []net.Listener{}
@@ -231,13 +289,21 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 	if gwLn != nil {
 		listeners = append(listeners, gwLn)
 	}
+	if tlsLn != nil {
+		listeners = append(listeners, tlsLn)
+	}
+	reload.run(ctx)
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveOne := srv.Serve
+			if srv.TLSConfig != nil {
+				serveOne = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+			}
+			if err := serveOne(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()

@@ -118,8 +118,12 @@ func runServe(t *testing.T, env *cliEnv, home string) (base, token string) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(home, "auth-token")); return err == nil })
-	tok, _ := os.ReadFile(filepath.Join(home, "auth-token"))
+	// The host creates the file, then writes the token: wait for the token.
+	var tok []byte
+	waitFor(t, func() bool {
+		tok, _ = os.ReadFile(filepath.Join(home, "auth-token"))
+		return len(strings.TrimSpace(string(tok))) >= 16
+	})
 	return "http://" + hostLn.Addr().String(), strings.TrimSpace(string(tok))
 }
 

@@ -135,7 +135,7 @@ func TestSystemStatusTellsTheTruth(t *testing.T) {
 		// No contacts.yaml: the running connector is "not configured", not ok.
 		return snap.service("mcp:contacts").State == stateNotConfigured && snap.service("mcp:shell").State == host.StateOK
 	})
-	if snap.Scheduler == nil || !snap.Scheduler.InProcess || len(snap.Scheduler.Jobs) != 9 {
+	if snap.Scheduler == nil || !snap.Scheduler.InProcess || len(snap.Scheduler.Jobs) != 10 {
 		t.Fatalf("scheduler section = %+v", snap.Scheduler)
 	}
 	if snap.Disk == nil || snap.Disk.FreeBytes == 0 || snap.Disk.Path != home {

@@ -102,6 +102,9 @@ var Vars = []Var{
 	{Name: "SCHED_WRITE_OPS_SEND_DUE_MIN", Default: "2", Purpose: "write-ops-send-due interval in minutes (1–1440)."},
 	{Name: "SCHED_MAIL_DISTILL_MIN", Default: "15", Purpose: "mail-distill interval in minutes (1–1440)."},
 	{Name: "SCHED_ACTION_CENTER_MIN", Default: "10", Purpose: "action-center interval in minutes (1–1440)."},
+	{Name: "SCHED_BACKUP_MIN", Default: "1440", Purpose: "backup interval in minutes (1–1440)."},
+	{Name: "STEWARD_BACKUP_DIR", Purpose: "Folder of the scheduled daily operational backup; unset: no scheduled backup."},
+	{Name: "STEWARD_BACKUP_KEEP", Default: "7", Purpose: "How many scheduled backups to keep (1–365); older ones are removed."},
 	{Name: "SCHED_<JOB>_TIMEOUT_MIN", Default: "per job", Purpose: "Per-run timeout of a job in minutes; SCHED_<JOB>_SEC and SCHED_<JOB>_TIMEOUT_SEC give seconds (tests)."},
 }
 

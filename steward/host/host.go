@@ -25,9 +25,18 @@ import (
 // Options configures the host.
 type Options struct {
 	// Token authenticates every data route and the WebSocket.
-	Token   string
-	Version string
-	Logger  *slog.Logger
+	Token string
+	// TokenFile is where a rotated token is stored (STEWARD_HOME/auth-token);
+	// empty when the token comes from STEWARD_AUTH_TOKEN, which the host
+	// cannot change, so rotation is refused.
+	TokenFile string
+	// PairURL returns the address a phone opens (the HTTPS listener's when
+	// configured), shown with a QR code on the System page.
+	PairURL func() string
+	// ResolveAction lets GET /resolve?action=ID open an Action Center item.
+	ResolveAction ActionResolver
+	Version       string
+	Logger        *slog.Logger
 	// Home is STEWARD_HOME; uploads go to Home/uploads.
 	Home string
 	// AllowedOrigins are extra browser origins (HOST_ALLOWED_ORIGINS), e.g.
@@ -68,6 +77,9 @@ type Host struct {
 	health         healthLog // last state of each System page item
 	requests       requestCache
 
+	tokenMu sync.RWMutex
+	token   string // the current host token; rotation replaces it
+
 	ctx    context.Context // cancelled by Close: ends turns and connections
 	cancel context.CancelFunc
 	turns  sync.WaitGroup
@@ -82,6 +94,7 @@ func New(opts Options) *Host {
 		hub: &hub{clients: map[*wsClient]struct{}{}, log: opts.Logger}, allowedOrigins: map[string]bool{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.requests.now = time.Now
+	h.token = opts.Token
 	for _, o := range opts.AllowedOrigins {
 		o = strings.TrimRight(strings.TrimSpace(o), "/")
 		if u, err := url.Parse(o); err == nil && u.Host != "" {
@@ -123,6 +136,9 @@ func New(opts Options) *Host {
 	}
 	h.mux.HandleFunc("GET /pair", h.handlePair)
 	h.Handle("GET /system/status", http.HandlerFunc(h.handleSystemStatus))
+	h.Handle("GET /resolve", http.HandlerFunc(h.handleResolve))
+	h.Handle("GET /system/pairing", http.HandlerFunc(h.handlePairing))
+	h.Handle("POST /system/token", http.HandlerFunc(h.handleRotateToken))
 	if opts.Web != nil {
 		h.mux.Handle("GET /", opts.Web)
 	}
@@ -155,8 +171,16 @@ func (h *Host) handleHealth(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Token returns the current host token.
+func (h *Host) Token() string {
+	h.tokenMu.RLock()
+	defer h.tokenMu.RUnlock()
+	return h.token
+}
+
 func (h *Host) validToken(got string) bool {
-	return h.opts.Token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.opts.Token)) == 1
+	want := h.Token()
+	return want != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) == 1
 }
 
 // RequireToken lets a request through only with the host token in the

@@ -79,6 +79,7 @@ type envOptions struct {
 	home            string
 	provider        *llmtest.Server
 	transcriber     host.Transcriber
+	notifier        host.Notifier
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -112,7 +113,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",
-		DisconnectGrace: o.disconnectGrace, Logger: o.logger,
+		DisconnectGrace: o.disconnectGrace, Logger: o.logger, Notifier: o.notifier,
 	}})
 	e.srv = httptest.NewServer(e.host.Handler())
 	t.Cleanup(e.close)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/usage"
 )
 
@@ -67,9 +68,12 @@ type ManagerOptions struct {
 	DisconnectGrace time.Duration
 	MaxSteps        int
 	Clients         Broadcaster
-	Audit           Auditor
-	Usage           ToolRecorder
-	Logger          *slog.Logger
+	// Notifier pushes what waits for the user (pending approvals, replies
+	// and failures no app shows, quick-send results); nil: none.
+	Notifier Notifier
+	Audit    Auditor
+	Usage    ToolRecorder
+	Logger   *slog.Logger
 	// Files registers the files of file cards for opening (set by the host).
 	Files *fileOpener
 }
@@ -239,6 +243,9 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	}
 	m.turnFailed(ctx, chatID, &result)
 	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
+	if !opts.Headless { // a quick send reports its own result
+		m.notifyTurn(ctx, chatID, result)
+	}
 	return result
 }
 
@@ -494,6 +501,7 @@ func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) 
 		m.mu.Unlock()
 	}()
 	m.broadcast(p.req)
+	m.notify(ctx, push.Event{Kind: push.KindApproval, ChatID: a.chatID, ApprovalID: req.ID, Tool: req.Tool}, false)
 	m.audit(ctx, AuditEvent{Actor: "agent", Type: "approval.request", Risk: "medium", ChatID: a.chatID, Tool: req.Tool, Summary: "approval requested for " + req.Tool, Payload: map[string]any{"args": json.RawMessage(req.Args)}})
 
 	// A pending approval survives a page reload: only when no client has been

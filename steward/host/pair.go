@@ -10,6 +10,8 @@ import (
 // handlePair gives the host token to a page the host served to a browser on
 // this machine, so that the local app pairs itself. Every other caller is
 // refused and pairs by entering the token once:
+//   - the connection must be plain HTTP (the loopback listener), never
+//     the HTTPS listener on all interfaces;
 //   - the connection must come from a loopback address and not through a
 //     proxy (no Forwarded / X-Forwarded-For);
 //   - the Host header must name the loopback interface, which defeats DNS
@@ -27,11 +29,16 @@ func (h *Host) handlePair(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusForbidden, reason)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"token": h.opts.Token})
+	writeJSON(w, http.StatusOK, map[string]string{"token": h.Token()})
 }
 
 func pairRefusal(r *http.Request) string {
 	const other = "automatic pairing is only for the app opened on this computer; enter the token from STEWARD_HOME/auth-token instead"
+	// The HTTPS listener faces the network: a proxy or tunnel on this
+	// machine would make every remote caller look like loopback.
+	if r.TLS != nil {
+		return "automatic pairing is never offered over HTTPS; scan the code `steward pair` prints or enter the token"
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || !isLoopbackIP(host) {
 		return other

@@ -9,6 +9,7 @@ import (
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/protocol"
+	"github.com/agentstack/agentstack/steward/push"
 	"github.com/agentstack/agentstack/steward/usage"
 )
 
@@ -61,6 +62,11 @@ func (h *Host) quickSend(w http.ResponseWriter, r *http.Request, in quickSendInp
 	if c, err := h.manager.opts.Store.Get(h.ctx, chat.ID); err == nil {
 		h.hub.Broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*c)})
 	}
+	text = res.Text
+	if !res.OK {
+		text = res.Error
+	}
+	h.manager.notify(h.ctx, push.Event{Kind: push.KindQuickSend, ChatID: chat.ID, ChatTitle: chat.Title, Text: text, OK: res.OK}, true)
 	h.audit(r.Context(), AuditEvent{Actor: "host", Type: "quick-send", Risk: "low", ChatID: chat.ID,
 		Summary: fmt.Sprintf("quick send finished ok=%v", res.OK), Payload: map[string]any{"error": res.Error}})
 	writeJSON(w, http.StatusOK, QuickSendResult{ChatID: chat.ID, TurnResult: res})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -38,11 +39,10 @@ func LoadOrCreateToken(path, override string) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("read auth token %s: %w", path, err)
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("generate auth token: %w", err)
+	t, err := newHostToken()
+	if err != nil {
+		return "", err
 	}
-	t := base64.RawURLEncoding.EncodeToString(raw[:])
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return LoadOrCreateToken(path, "") // another process created it first
@@ -60,4 +60,37 @@ func LoadOrCreateToken(path, override string) (string, error) {
 		return "", fmt.Errorf("sync auth token %s: %w", path, err)
 	}
 	return t, f.Close()
+}
+
+// newHostToken returns 32 random bytes, base64url.
+func newHostToken() (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("generate auth token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}
+
+// writeTokenFile replaces path with t atomically (mode 0600).
+func writeTokenFile(path, t string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".auth-token-*")
+	if err != nil {
+		return fmt.Errorf("write auth token %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(t + "\n"); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write auth token %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync auth token %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace auth token %s: %w", path, err)
+	}
+	return nil
 }

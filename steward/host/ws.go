@@ -41,6 +41,9 @@ type wsClient struct {
 	// follows are the chats whose streaming frames this client receives:
 	// the ones it created, opened or wrote in. Guarded by hub.mu.
 	follows map[string]bool
+	// focus is the chat this client shows while visible ("" for none).
+	// Guarded by hub.mu.
+	focus string
 }
 
 func (c *wsClient) close(code websocket.StatusCode, reason string) {
@@ -82,6 +85,25 @@ func (h *hub) follow(c *wsClient, chatID string) {
 	h.mu.Unlock()
 }
 
+// setFocus records the chat c shows ("" for none).
+func (h *hub) setFocus(c *wsClient, chatID string) {
+	h.mu.Lock()
+	c.focus = chatID
+	h.mu.Unlock()
+}
+
+// Focused reports whether some connected client is showing chatID.
+func (h *hub) Focused(chatID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		if c.focus == chatID {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *hub) deliver(chatID string, frame any) {
 	var b []byte
 	if d, ok := frame.(protocol.AssistantDelta); ok {
@@ -109,7 +131,11 @@ func (h *hub) deliver(chatID string, frame any) {
 	}
 }
 
-func (h *hub) closeAll() {
+func (h *hub) closeAll() { h.closeAllWith(websocket.StatusGoingAway, "host shutting down") }
+
+// closeAllWith disconnects every client with code and reason; it returns
+// how many there were.
+func (h *hub) closeAllWith(code websocket.StatusCode, reason string) int {
 	h.mu.Lock()
 	cs := make([]*wsClient, 0, len(h.clients))
 	for c := range h.clients {
@@ -118,8 +144,9 @@ func (h *hub) closeAll() {
 	h.clients = map[*wsClient]struct{}{}
 	h.mu.Unlock()
 	for _, c := range cs {
-		c.close(websocket.StatusGoingAway, "host shutting down")
+		c.close(code, reason)
 	}
+	return len(cs)
 }
 
 // handleWS serves /ws: authentication by the first frame or the
@@ -396,6 +423,16 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 			}
 			fail(code, err.Error(), "")
 		}
+	case protocol.TypeClientFocus:
+		var f protocol.ClientFocus
+		if !decode(&f) {
+			return
+		}
+		focus := f.ChatID
+		if !f.Visible {
+			focus = ""
+		}
+		h.hub.setFocus(c, focus)
 	case protocol.TypeQuestionAnswer:
 		var f protocol.QuestionAnswer
 		if !decode(&f) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/yamlstrict"
@@ -80,8 +81,20 @@ type Options struct {
 
 // Policy decides tool calls.
 type Policy struct {
+	mu            sync.RWMutex // Replace swaps the rules of a running host
 	user, builtin map[string]Decision
 	denyPrefixes  []string
+}
+
+// Replace makes p decide as q does from now on (SIGHUP reloads policy.yaml
+// this way, so every holder of p sees the new rules).
+func (p *Policy) Replace(q *Policy) {
+	q.mu.RLock()
+	user, builtin, prefixes := q.user, q.builtin, q.denyPrefixes
+	q.mu.RUnlock()
+	p.mu.Lock()
+	p.user, p.builtin, p.denyPrefixes = user, builtin, prefixes
+	p.mu.Unlock()
 }
 
 // New combines the built-in rules for opts.Connectors and the host's own
@@ -141,6 +154,8 @@ func (r Rules) validate() error {
 // Decide returns the decision for a tool: the user's exact rules, then the
 // built-in exact rules, then deny prefixes, then the default gate.
 func (p *Policy) Decide(tool string) Decision {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	if d, ok := p.user[tool]; ok {
 		return d
 	}

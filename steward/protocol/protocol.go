@@ -38,6 +38,7 @@ const (
 	TypeAbort           = "abort"
 	TypeApprovalRespond = "approval.respond"
 	TypeQuestionAnswer  = "question.answer"
+	TypeClientFocus     = "client.focus"
 )
 
 // Host-to-client frame types (chat.list also answers the request of that name).
@@ -103,6 +104,15 @@ type UserMessage struct {
 	ChatID string   `json:"chatId"`
 	Text   string   `json:"text"`
 	Files  []string `json:"files,omitempty"` // upload tokens from POST /upload
+}
+
+// ClientFocus tells the host which chat this client shows while its page is
+// visible (ChatID empty or Visible false: none). The host skips the Web Push
+// of a finished reply or a pending approval for a chat a client is showing.
+type ClientFocus struct {
+	Envelope
+	ChatID  string `json:"chatId,omitempty"`
+	Visible bool   `json:"visible"`
 }
 
 // Approval decisions a client can send.

@@ -58,6 +58,8 @@ type Options struct {
 	Logger     *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// RetryDelays override the resend delays of SendRetry (tests).
+	RetryDelays []time.Duration
 }
 
 // Subscription is a browser PushSubscription as the web app posts it.
@@ -117,6 +119,9 @@ type Service struct {
 	subs   []Subscription
 	last   Report    // the latest Send's report, for the System page
 	lastAt time.Time // zero until a Send in this process
+	lang   string    // notification language; "" is the default
+
+	retryDelays []time.Duration
 }
 
 // LastReport returns the latest delivery report of this process and when it
@@ -146,7 +151,13 @@ func Open(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Service{opts: opts, log: opts.Logger}
+	s := &Service{opts: opts, log: opts.Logger, retryDelays: opts.RetryDelays}
+	if s.retryDelays == nil {
+		s.retryDelays = retryDelays
+	}
+	if err := s.loadLanguage(); err != nil {
+		return nil, err
+	}
 	if err := s.loadKeys(); err != nil {
 		return nil, err
 	}
@@ -398,8 +409,12 @@ func (s *Service) sendOne(ctx context.Context, sub Subscription, payload []byte)
 	resp, err := webpush.SendNotificationWithContext(ctx, bytes.Clone(payload), &webpush.Subscription{
 		Endpoint: sub.Endpoint, Keys: webpush.Keys{P256dh: sub.Keys.P256dh, Auth: sub.Keys.Auth},
 	}, &webpush.Options{
-		HTTPClient: s.opts.HTTPClient, RecordSize: RecordSize, Subscriber: s.opts.Contact,
-		TTL: int(DefaultTTL.Seconds()), Urgency: webpush.UrgencyHigh,
+		HTTPClient: s.opts.HTTPClient, RecordSize: RecordSize,
+		// The library prefixes "mailto:" to anything not https:, so a
+		// configured mailto: URI would be sent as mailto:mailto:…, which
+		// Apple's push service rejects.
+		Subscriber: strings.TrimPrefix(s.opts.Contact, "mailto:"),
+		TTL:        int(DefaultTTL.Seconds()), Urgency: webpush.UrgencyHigh,
 		VAPIDPublicKey: s.keys.PublicKey, VAPIDPrivateKey: s.keys.PrivateKey,
 	})
 	if err != nil {

@@ -1,230 +1,53 @@
 package push
 
 import (
-	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/hkdf"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentstack/agentstack/steward/push/pushtest"
 )
 
-var b64 = base64.RawURLEncoding
-
-// device is a browser's side of a subscription: its key pair and auth secret.
-type device struct {
-	priv *ecdh.PrivateKey
-	auth []byte
-}
-
-func newDevice(t *testing.T) *device {
-	priv, err := ecdh.P256().GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := make([]byte, 16)
-	rand.Read(auth)
-	return &device{priv: priv, auth: auth}
-}
-
-func (d *device) keys() Keys {
-	return Keys{P256dh: b64.EncodeToString(d.priv.PublicKey().Bytes()), Auth: b64.EncodeToString(d.auth)}
-}
-
-// decrypt undoes RFC 8291 / RFC 8188 aes128gcm with the standard library
-// only, independently of the sending library.
-func (d *device) decrypt(body []byte) ([]byte, error) {
-	if len(body) < 21 {
-		return nil, errors.New("short body")
-	}
-	salt, rs, idlen := body[:16], binary.BigEndian.Uint32(body[16:20]), int(body[20])
-	if rs > 4096 || rs < 18 {
-		return nil, fmt.Errorf("record size %d", rs)
-	}
-	if len(body) < 21+idlen {
-		return nil, errors.New("short header")
-	}
-	asPublic := body[21 : 21+idlen]
-	ct := body[21+idlen:]
-	if len(ct) > int(rs) {
-		return nil, fmt.Errorf("ciphertext %d bytes exceeds one %d-byte record", len(ct), rs)
-	}
-	asKey, err := ecdh.P256().NewPublicKey(asPublic)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := d.priv.ECDH(asKey)
-	if err != nil {
-		return nil, err
-	}
-	prkKey, _ := hkdf.Extract(sha256.New, secret, d.auth)
-	info := append(append([]byte("WebPush: info\x00"), d.priv.PublicKey().Bytes()...), asPublic...)
-	ikm, _ := hkdf.Expand(sha256.New, prkKey, string(info), 32)
-	prk, _ := hkdf.Extract(sha256.New, ikm, salt)
-	cek, _ := hkdf.Expand(sha256.New, prk, "Content-Encoding: aes128gcm\x00", 16)
-	nonce, _ := hkdf.Expand(sha256.New, prk, "Content-Encoding: nonce\x00", 12)
-	block, _ := aes.NewCipher(cek)
-	gcm, _ := cipher.NewGCM(block)
-	plain, err := gcm.Open(nil, nonce, ct, nil)
-	if err != nil {
-		return nil, err
-	}
-	plain = bytes.TrimRight(plain, "\x00")
-	if len(plain) == 0 || plain[len(plain)-1] != 0x02 {
-		return nil, errors.New("missing last-record delimiter")
-	}
-	return plain[:len(plain)-1], nil
-}
-
-// pushService is a push service on loopback TLS: it verifies the VAPID
-// authorisation, decrypts what it receives, and answers per path.
+// pushService adapts pushtest.Receiver to this package's types.
 type pushService struct {
-	t       *testing.T
-	srv     *httptest.Server
-	mu      sync.Mutex
-	devices map[string]*device // path → device
-	status  map[string]int     // path → status to answer
-	got     map[string][]Notification
-	vapid   string // the k= key seen
+	*pushtest.Receiver
+	srv struct{ URL string }
 }
 
 func newPushService(t *testing.T) *pushService {
-	p := &pushService{t: t, devices: map[string]*device{}, status: map[string]int{}, got: map[string][]Notification{}}
-	p.srv = httptest.NewTLSServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.srv.Close)
+	r := pushtest.New(t, "mailto:me@example.com")
+	p := &pushService{Receiver: r}
+	p.srv.URL = r.URL()
 	return p
 }
 
 func (p *pushService) subscription(t *testing.T, path string) Subscription {
-	d := newDevice(t)
-	p.mu.Lock()
-	p.devices[path] = d
-	p.mu.Unlock()
-	return Subscription{Endpoint: p.srv.URL + path, Keys: d.keys()}
+	ep, k, a := p.Subscribe(t, path)
+	return Subscription{Endpoint: ep, Keys: Keys{P256dh: k, Auth: a}}
 }
 
-func (p *pushService) setStatus(path string, status int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.status[path] = status
-}
+func (p *pushService) setStatus(path string, status int) { p.SetStatus(path, status) }
 
 func (p *pushService) received(path string) []Notification {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]Notification(nil), p.got[path]...)
-}
-
-func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	d, status := p.devices[r.URL.Path], p.status[r.URL.Path]
-	p.mu.Unlock()
-	if err := p.checkVAPID(r); err != nil {
-		p.t.Errorf("VAPID: %v", err)
-		w.WriteHeader(http.StatusUnauthorized)
-		return
+	var out []Notification
+	for _, b := range p.Received(path) {
+		var n Notification
+		json.Unmarshal(b, &n)
+		out = append(out, n)
 	}
-	if r.Header.Get("Content-Encoding") != "aes128gcm" || r.Header.Get("TTL") == "" {
-		p.t.Errorf("headers %v", r.Header)
-	}
-	if status != 0 {
-		w.WriteHeader(status)
-		return
-	}
-	body := make([]byte, 8192)
-	n, _ := r.Body.Read(body)
-	for n < len(body) {
-		m, err := r.Body.Read(body[n:])
-		n += m
-		if err != nil {
-			break
-		}
-	}
-	plain, err := d.decrypt(body[:n])
-	if err != nil {
-		p.t.Errorf("decrypt: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	var notif Notification
-	if err := json.Unmarshal(plain, &notif); err != nil {
-		p.t.Errorf("payload %q: %v", plain, err)
-	}
-	p.mu.Lock()
-	p.got[r.URL.Path] = append(p.got[r.URL.Path], notif)
-	p.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
-}
-
-// checkVAPID verifies the ES256 JWT of "vapid t=…, k=…" against k and the
-// endpoint's origin.
-func (p *pushService) checkVAPID(r *http.Request) error {
-	auth := r.Header.Get("Authorization")
-	rest, ok := strings.CutPrefix(auth, "vapid t=")
-	if !ok {
-		return fmt.Errorf("authorization %q", auth)
-	}
-	tok, k, ok := strings.Cut(rest, ", k=")
-	if !ok {
-		return errors.New("no k=")
-	}
-	pubBytes, err := b64.DecodeString(k)
-	if err != nil {
-		return err
-	}
-	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), pubBytes)
-	if err != nil {
-		return err
-	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return errors.New("not a JWT")
-	}
-	sig, err := b64.DecodeString(parts[2])
-	if err != nil || len(sig) != 64 {
-		return errors.New("bad signature encoding")
-	}
-	h := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if !ecdsa.Verify(pub, h[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
-		return errors.New("signature does not verify")
-	}
-	claims, _ := b64.DecodeString(parts[1])
-	var c struct {
-		Aud string `json:"aud"`
-		Sub string `json:"sub"`
-		Exp int64  `json:"exp"`
-	}
-	json.Unmarshal(claims, &c)
-	if c.Aud != "https://"+r.Host || c.Sub != "mailto:me@example.com" || c.Exp < time.Now().Unix() {
-		return fmt.Errorf("claims %+v", c)
-	}
-	p.mu.Lock()
-	p.vapid = k
-	p.mu.Unlock()
-	return nil
+	return out
 }
 
 func openService(t *testing.T, home string, p *pushService) *Service {
 	t.Helper()
-	s, err := Open(Options{Home: home, Contact: "me@example.com", HTTPClient: p.srv.Client()})
+	s, err := Open(Options{Home: home, Contact: "me@example.com", HTTPClient: p.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +78,8 @@ func TestSendDecryptsAtEndpoint(t *testing.T) {
 	if r := []rune(n.Body); len(r) != MaxBodyChars || r[len(r)-1] != '…' {
 		t.Errorf("body is %d characters, want the %d cap with an ellipsis", len(r), MaxBodyChars)
 	}
-	if p.vapid != s.PublicKey() {
-		t.Errorf("VAPID key %q, want %q", p.vapid, s.PublicKey())
+	if p.VAPIDKey() != s.PublicKey() {
+		t.Errorf("VAPID key %q, want %q", p.VAPIDKey(), s.PublicKey())
 	}
 
 	// The keys persist: a restart signs with the same key the browser has.
@@ -409,5 +232,82 @@ func TestRoutes(t *testing.T) {
 	}
 	if code, out := do("POST", "/push/test", `{"body":"hi"}`); code != 200 || out["attempted"] != 0.0 {
 		t.Errorf("test with no devices: %d %v", code, out)
+	}
+}
+
+// TestSendRetryWhenAllFailed: a notification no endpoint accepted is sent
+// again until one does; one that keeps failing gives up after the delays.
+func TestSendRetryWhenAllFailed(t *testing.T) {
+	p := newPushService(t)
+	s, err := Open(Options{Home: t.TempDir(), Contact: "mailto:me@example.com", HTTPClient: p.Client(),
+		RetryDelays: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Subscribe(p.subscription(t, "/phone"))
+	p.FailNext("/phone", 2)
+	if rep := s.SendRetry(context.Background(), Notification{Title: "t", Body: "third time lucky"}); rep.Delivered != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := p.received("/phone"); len(got) != 1 || got[0].Body != "third time lucky" {
+		t.Fatalf("received %+v", got)
+	}
+	p.FailNext("/phone", 10)
+	if rep := s.SendRetry(context.Background(), Notification{Title: "t", Body: "never"}); rep.Complete() || rep.Failed != 1 {
+		t.Fatalf("report after 4 failures %+v", rep)
+	}
+	if len(s.Subscriptions()) != 1 {
+		t.Error("a failing (not expired) endpoint was pruned")
+	}
+}
+
+// TestNotificationLanguage: the setting persists, is validated, and its
+// routes answer.
+func TestNotificationLanguage(t *testing.T) {
+	p := newPushService(t)
+	home := t.TempDir()
+	s := openService(t, home, p)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+"/settings/notification-lang", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	if code, v := post(`{"lang":"fr"}`); code != 400 || !strings.Contains(v["error"].(string), "not supported") {
+		t.Errorf("fr: %d %v", code, v)
+	}
+	if code, v := post(`{"lang":"it"}`); code != 200 || v["lang"] != "it" {
+		t.Errorf("it: %d %v", code, v)
+	}
+	resp, _ := http.Get(srv.URL + "/settings/notification-lang")
+	var v struct {
+		Lang      string
+		Supported []string
+	}
+	json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if v.Lang != "it" || len(v.Supported) != 2 {
+		t.Errorf("GET = %+v", v)
+	}
+	again := openService(t, home, p)
+	if again.Language() != "it" {
+		t.Error("the language was not persisted")
+	}
+	n := again.Compose(Event{Kind: KindFailed, ChatID: "chat_1", ChatTitle: "Treni", Text: "model offline"})
+	if n.Title != "La risposta non è riuscita · Treni" || n.URL != "/?chat=chat_1" || n.Body != "model offline" {
+		t.Errorf("composed %+v", n)
+	}
+	if n := again.Compose(Event{Kind: KindAction, ActionID: "act_1", Text: "Pay the invoice"}); n.URL != "/?action=act_1" || n.Title != "Nuova azione" {
+		t.Errorf("action %+v", n)
+	}
+	os.WriteFile(filepath.Join(home, "notification-settings.json"), []byte(`{"lang":"xx"}`), 0o600)
+	if _, err := Open(Options{Home: home}); err == nil || !strings.Contains(err.Error(), "notification-settings.json") {
+		t.Errorf("damaged language file: %v", err)
 	}
 }

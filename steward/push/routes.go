@@ -16,7 +16,11 @@ const maxRequestBytes = 16 << 10
 //	POST /push/subscribe    a PushSubscription JSON (+ optional "label")
 //	POST /push/unsubscribe  {"endpoint": "…"}
 //	POST /push/test         optional {"title","body"}; answers the send Report
+//	GET  /settings/notification-lang  {"lang": "en", "supported": ["en","it"]}
+//	POST /settings/notification-lang  {"lang": "it"}
 func (s *Service) Mount(handle func(pattern string, h http.Handler)) {
+	handle("GET /settings/notification-lang", http.HandlerFunc(s.handleLanguage))
+	handle("POST /settings/notification-lang", http.HandlerFunc(s.handleLanguage))
 	handle("GET /push/public-key", http.HandlerFunc(s.handlePublicKey))
 	handle("POST /push/subscribe", http.HandlerFunc(s.handleSubscribe))
 	handle("POST /push/unsubscribe", http.HandlerFunc(s.handleUnsubscribe))

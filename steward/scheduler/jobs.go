@@ -48,6 +48,8 @@ func DefaultJobs() []Job {
 			Summary: "promote durable knowledge from new mail threads into the wiki"},
 		{Name: "action-center", Args: []string{"actions", "scan", "--json"}, Interval: 10 * time.Minute, Timeout: 30 * time.Minute,
 			Summary: "scan mail into Action Center items"},
+		{Name: "backup", Args: []string{"backup", "scheduled", "--json"}, Interval: 24 * time.Hour, Timeout: 2 * time.Hour,
+			Summary: "operational backup into STEWARD_BACKUP_DIR, keeping the newest STEWARD_BACKUP_KEEP (not configured without the folder)"},
 	}
 }
 

@@ -250,7 +250,8 @@ func TestConfigureValidatesSettings(t *testing.T) {
 		{vars: map[string]string{}, check: func(t *testing.T, jobs []Job) {
 			want := map[string]time.Duration{"mail-reconcile": 10 * time.Minute, "mail-embed": 15 * time.Minute, "calendar-sync": 10 * time.Minute,
 				"contacts-index": time.Hour, "write-ops-mail": 10 * time.Minute, "write-ops-calendar": 10 * time.Minute,
-				"write-ops-send-due": 2 * time.Minute, "mail-distill": 15 * time.Minute, "action-center": 10 * time.Minute}
+				"write-ops-send-due": 2 * time.Minute, "mail-distill": 15 * time.Minute, "action-center": 10 * time.Minute,
+				"backup": 24 * time.Hour}
 			for _, j := range jobs {
 				if want[j.Name] != j.Interval {
 					t.Errorf("%s every %s, want %s", j.Name, j.Interval, want[j.Name])

@@ -2,7 +2,7 @@
 // connection lifecycle. The host decides everything; this is a view.
 
 import { h, clear } from './dom.js';
-import { Connection, tokens, pair } from './conn.js';
+import { Connection, tokens, pair, pairFromLink } from './conn.js';
 import { ChatView } from './chat.js';
 import { chatParam, withoutChatParam, chatFromMessage } from './notify.js';
 
@@ -34,12 +34,14 @@ class App {
     // A chat that received automatic messages while the page was hidden is
     // marked read when it is looked at again.
     document.addEventListener('visibilitychange', () => {
+      this.sendFocus();
       if (document.visibilityState === 'visible') this.markOpenChatRead();
     });
     this.setupMore();
   }
 
   async start() {
+    pairFromLink(); // a scanned pairing link replaces any saved token
     if (!tokens.get() && !(await pair())) {
       this.route();
       this.showPairing();
@@ -216,8 +218,16 @@ class App {
   // transcript was on its way, a second read has everything. With live, the
   // view follows the chat already and its running state (from live frames)
   // is kept: the host may still count a turn whose turn.done has arrived.
+  // sendFocus tells the host which chat this page shows while visible, so
+  // that it pushes a notification only for chats nobody is looking at.
+  sendFocus() {
+    const chatId = this.view?.chatId || '';
+    this.conn.send({ type: 'client.focus', chatId, visible: document.visibilityState === 'visible' && !!chatId });
+  }
+
   openChat(id, tries = 0, live = false) {
     const view = this.view;
+    if (tries === 0) this.sendFocus();
     const seen = view.stored;
     this.conn.request({ type: 'chat.open', chatId: id }).then((t) => {
       if (this.view !== view) return;
@@ -270,6 +280,7 @@ class App {
     }
     $('#more-button').classList.toggle('current', ['wiki', 'audit', 'system'].includes(section));
     this.view = null;
+    this.sendFocus();
     if (name === 'c' && arg) {
       this.view = new ChatView(this, decodeURIComponent(arg));
       this.show(this.view.el);

@@ -10,6 +10,20 @@ export const tokens = {
   clear: () => localStorage.removeItem(TOKEN_KEY),
 };
 
+// pairFromLink takes the token from a pairing link (`steward pair`'s QR
+// code: https://host/#pair=TOKEN) and erases it from the address bar and
+// history at once. The fragment never reaches a server. It returns the token
+// or ''.
+export function pairFromLink() {
+  const m = /^#pair=([^&]+)/.exec(location.hash);
+  if (!m) return '';
+  const token = decodeURIComponent(m[1]);
+  history.replaceState(null, '', location.pathname + location.search);
+  if (token.length < 16) return '';
+  tokens.set(token);
+  return token;
+}
+
 // pair asks the host for its token; the host answers only a page it served
 // to a loopback client. It returns the token or ''.
 export async function pair() {

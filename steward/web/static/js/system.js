@@ -81,8 +81,42 @@ function pairing(app) {
         app.conn.start();
         draw();
       } }, h('label', { for: 'replace-token' }, 'Replace token'), input, h('button', { type: 'submit' }, 'Save')),
-      h('p', { class: 'muted small' }, 'The token is kept in this browser’s local storage and sent only in the WebSocket’s first frame and the Authorization header, never in a URL.'));
+      h('p', { class: 'muted small' }, 'The token is kept in this browser’s local storage and sent only in the WebSocket’s first frame and the Authorization header, never in a URL.'),
+      phone);
+    loadPhone();
   };
+  const phone = h('div', { class: 'pair-phone' });
+  async function loadPhone() {
+    let p;
+    try {
+      p = await api('/system/pairing');
+    } catch (err) {
+      clear(phone).append(h('p', { class: 'error' }, `Could not load the pairing code: ${err.message}`));
+      return;
+    }
+    const https = p.url.startsWith('https://');
+    clear(phone).append(
+      h('h4', null, 'Pair a phone'),
+      https
+        ? h('p', null, 'Scan this code with the phone’s camera, or open ', h('code', null, p.url), ' and enter the token. The code holds the token: do not share it.')
+        : h('p', { class: 'muted' }, 'Steward answers only on this computer. Set STEWARD_TLS_CERT and STEWARD_TLS_KEY (for example a Tailscale certificate) and restart to reach it from a phone.'),
+      https ? h('img', { class: 'pair-qr', alt: `Pairing code for ${p.url}`, width: 240, height: 240,
+        src: `data:image/svg+xml;charset=utf-8,${encodeURIComponent(p.qrSvg)}` }) : null,
+      p.rotatable ? h('button', { type: 'button', class: 'danger', 'on:click': rotate }, 'Rotate the token (unpairs every other device)') : null);
+  }
+  async function rotate() {
+    if (!confirm('Replace the host token? Every other device is disconnected and must pair again.')) return;
+    try {
+      const r = await api('/system/token', { method: 'POST' });
+      tokens.set(r.token);
+      app.conn.stop();
+      app.conn.start();
+      app.toast(`Token rotated; ${r.disconnected} connection(s) closed.`);
+      draw();
+    } catch (err) {
+      app.toast(`Could not rotate the token: ${err.message}`);
+    }
+  }
   draw();
   return box;
 }
