@@ -86,7 +86,7 @@ func TestRunRetriesTransientFailures(t *testing.T) {
 	rec := &recorder{}
 	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", OnEvent: rec.on,
 		Messages: []llm.Message{{Role: "user", Content: "hi"}},
-		Retry: &agent.RetryPolicy{Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}})
+		Retry:    &agent.RetryPolicy{Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}})
 	if err != nil || res.Text != "fine now" {
 		t.Fatalf("run = %+v, %v", res, err)
 	}
@@ -107,7 +107,7 @@ func TestRunDoesNotRetryWithoutPolicyOrForBadRequests(t *testing.T) {
 	for range 2 {
 		_, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5",
 			Messages: []llm.Message{{Role: "user", Content: "hi"}},
-			Retry: &agent.RetryPolicy{Sleep: func(context.Context, time.Duration) error { return nil }, MaxTransient: 1}})
+			Retry:    &agent.RetryPolicy{Sleep: func(context.Context, time.Duration) error { return nil }, MaxTransient: 1}})
 		var ae *llm.APIError
 		if !errors.As(err, &ae) {
 			t.Fatalf("err = %v, want the API error", err)
