@@ -18,12 +18,14 @@ import (
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
-// retryPolicy is the retry policy of model calls: a finite budget of four
+// retryPolicy returns the retry policy of model calls: a finite budget of four
 // ordinary failures (rate limits, generic 5xx, network) of one call with 2,
 // 4 and 8 s between them, and overloads waited out from 30 s doubling to
 // 600 s. The runtime's Sleep does the waiting (iv.backoff).
-var retryPolicy = agent.RetryPolicy{MaxTransient: 4, TransientBase: 2 * time.Second,
-	OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
+func retryPolicy() agent.RetryPolicy {
+	return agent.RetryPolicy{MaxTransient: 4, TransientBase: 2 * time.Second,
+		OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
+}
 
 // ContentPolicyError is a second content-policy refusal within one node
 // execution; the card is blocked.
@@ -137,7 +139,7 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	} else if c != nil {
 		msgs = c.Messages
 	}
-	compacted, retries := false, retryPolicy.Start()
+	compacted, retries := false, retryPolicy().Start()
 	for {
 		creq := &llm.ChatRequest{Model: iv.route.Public, Messages: msgs, Tools: req.Tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})

@@ -58,6 +58,7 @@ const (
 	TypeQuestion         = "question"
 	TypeTurnDone         = "turn.done"
 	TypeError            = "error"
+	TypeSummarised       = "conversation.summarised"
 )
 
 // Envelope is the part every frame has.
@@ -169,7 +170,7 @@ type ChatDeleted struct {
 // user.message.saved, assistant.message, tool card or approval card).
 type Entry struct {
 	ID   string          `json:"id"`
-	Kind string          `json:"kind"` // user, assistant, tool, approval, error
+	Kind string          `json:"kind"` // user, assistant, tool, approval, error, summary
 	At   time.Time       `json:"at"`
 	Data json.RawMessage `json:"data"`
 }
@@ -286,6 +287,21 @@ type TurnResult struct {
 	Text      string `json:"text"`
 	Error     string `json:"error,omitempty"`
 	Aborted   bool   `json:"aborted,omitempty"`
+}
+
+// Summarised says the older part of the chat's agent conversation was
+// replaced by a summary to fit the model's context (the transcript keeps
+// every entry). It is stored as a "summary" transcript entry at the point
+// where it happened; clients show it as a marked entry that expands to
+// the summary.
+type Summarised struct {
+	Envelope
+	ChatID    string `json:"chatId"`
+	TurnID    string `json:"turnId"`
+	EntryID   string `json:"entryId"`
+	Summary   string `json:"summary"`
+	Covered   int    `json:"coveredMessages"` // messages the summary stands for
+	Remaining int    `json:"remainingMessages"`
 }
 
 // TurnDone ends a turn.
