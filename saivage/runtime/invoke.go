@@ -199,15 +199,15 @@ func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func
 	body, _ := json.Marshal(creq)
 	sum := sha256.Sum256(body)
 	start := time.Now()
-	actx := llm.WithAttribution(ctx, llm.Attribution{Service: "saivage", Action: id})
 	var resp *llm.ChatResponse
+	var trace *gateway.Trace
 	var err error
 	if onChunk != nil || kind == "primary" {
-		resp, err = iv.rt.models.client.ChatStream(actx, creq, onChunk)
+		resp, trace, err = iv.rt.models.router.Stream(ctx, creq, onChunk)
 	} else {
-		resp, err = iv.rt.models.client.Chat(actx, creq)
+		resp, trace, err = iv.rt.models.router.Do(ctx, creq)
 	}
-	rec, attempts, _ := iv.rt.models.ledger.take(id)
+	rec, attempts := trace.Request, trace.Attempts
 	row := exchangeRow{ID: id, Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
 		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
 		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(body), RequestSHA256: hex.EncodeToString(sum[:]),

@@ -1,24 +1,22 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
 
 	"github.com/agentstack/agentstack/gateway"
-	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
 )
 
-// routePrefix keeps Saivage route names out of the gateway's tier
-// escalation (which applies to names of the form tier-N).
+// routePrefix names a route's public model in Saivage's gateway (and in
+// the exchange evidence): route:NAME. Escalation is off in that gateway, so
+// each route only ever tries its own candidates whatever its name.
 const routePrefix = "route:"
 
 // summarizerRoute is the public name of compaction.summarizer_candidate.
@@ -49,12 +47,10 @@ type RouteBinding struct {
 
 // Models binds the configuration's routes to an in-process gateway.
 type Models struct {
-	gw         *gateway.Gateway
-	client     *llm.Client
+	router     *gateway.Router
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
 	compaction config.Compaction
-	ledger     *exchangeLedger
 }
 
 // ModelsOptions configures BindModels.
@@ -125,7 +121,8 @@ func orderCandidates(cands []string, prof *config.Profile) []string {
 // (only the first when models.failover is false). Provider keys never leave
 // the gateway; they are handed to it through a private lookup.
 func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
-	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}}
+	noEscalation := false
+	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}, Escalation: &noEscalation}
 	keys := map[string]string{}
 	addProvider := func(name, baseURL, key string) {
 		p := gateway.Provider{BaseURL: baseURL}
@@ -206,20 +203,17 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if len(gcfg.Models) == 0 {
 		return nil, errors.New("models.routes: no route is configured")
 	}
-	m.ledger = newExchangeLedger()
 	gw, err := gateway.New(gateway.Options{
 		Config:         gcfg,
 		LookupEnv:      func(k string) (string, bool) { v, ok := keys[k]; return v, ok },
 		RequestTimeout: absoluteRequestTimeout,
-		Ledger:         m.ledger,
 		Logger:         opts.Logger,
 		Transport:      opts.Upstream,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bind model routes: %w", err)
 	}
-	m.gw = gw
-	m.client = llm.NewClient(llm.ClientOptions{BaseURL: "http://saivage.gateway/v1", HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}})
+	m.router = gw.Router()
 	return m, nil
 }
 
@@ -239,45 +233,6 @@ func (m *Models) Routes() []RouteBinding {
 		out = append(out, m.routes[n])
 	}
 	return out
-}
-
-// exchangeLedger captures the gateway's per-request records so that each
-// model call's evidence names the candidates tried. Calls are correlated by
-// the X-Usage-Action attribution label, which carries the exchange id.
-type exchangeLedger struct {
-	mu       sync.Mutex
-	attempts map[string][]gateway.AttemptRecord
-	requests map[string]gateway.RequestRecord // by exchange id
-}
-
-func newExchangeLedger() *exchangeLedger {
-	return &exchangeLedger{attempts: map[string][]gateway.AttemptRecord{}, requests: map[string]gateway.RequestRecord{}}
-}
-
-func (l *exchangeLedger) RecordRequest(_ context.Context, r gateway.RequestRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.requests[r.Action] = r
-}
-
-func (l *exchangeLedger) RecordAttempt(_ context.Context, a gateway.AttemptRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.attempts[a.RequestID] = append(l.attempts[a.RequestID], a)
-}
-
-// take removes and returns the records of one exchange.
-func (l *exchangeLedger) take(exchange string) (gateway.RequestRecord, []gateway.AttemptRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, ok := l.requests[exchange]
-	if !ok {
-		return r, nil, false
-	}
-	delete(l.requests, exchange)
-	at := l.attempts[r.ID]
-	delete(l.attempts, r.ID)
-	return r, at, true
 }
 
 func cmpOr(a, b string) string {
