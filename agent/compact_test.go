@@ -52,24 +52,10 @@ func history(n int) []llm.Message {
 	return msgs
 }
 
-// paired reports whether every tool result follows the call it answers and
-// every call has its result.
 func paired(t *testing.T, msgs []llm.Message) {
 	t.Helper()
-	open := map[string]bool{}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "tool":
-			if !open[m.ToolCallID] {
-				t.Fatalf("message %d: result %s without its call", i, m.ToolCallID)
-			}
-			delete(open, m.ToolCallID)
-		case len(open) > 0:
-			t.Fatalf("message %d: calls %v without results", i, open)
-		}
-		for _, c := range m.ToolCalls {
-			open[c.ID] = true
-		}
+	if err := agent.CheckPairing(msgs); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -273,4 +274,29 @@ func step(ctx context.Context, opts RunOptions, conv []llm.Message, specs []llm.
 			return resp, err
 		}
 	}
+}
+
+// CheckPairing reports the first break of the rule every conversation sent
+// to a model must keep: each tool result follows the assistant message that
+// called it, and each call has its result before the next other message.
+func CheckPairing(msgs []llm.Message) error {
+	open := map[string]bool{}
+	for i, m := range msgs {
+		switch {
+		case m.Role == "tool":
+			if !open[m.ToolCallID] {
+				return fmt.Errorf("message %d: result %s without its call", i, m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+		case len(open) > 0:
+			return fmt.Errorf("message %d: calls %v without results", i, slices.Sorted(maps.Keys(open)))
+		}
+		for _, c := range m.ToolCalls {
+			open[c.ID] = true
+		}
+	}
+	if len(open) > 0 {
+		return fmt.Errorf("the conversation ends with calls %v without results", slices.Sorted(maps.Keys(open)))
+	}
+	return nil
 }

@@ -124,7 +124,7 @@ func (p RetryPolicy) Start() *Retries {
 		p.OverloadMax = 600 * time.Second
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleep
+		p.Sleep = Sleep
 	}
 	return &Retries{p: p}
 }
@@ -153,7 +153,9 @@ func (r *Retries) Next(c ErrorClass) (time.Duration, bool) {
 // Wait sleeps d through the policy's Sleep.
 func (r *Retries) Wait(ctx context.Context, d time.Duration) error { return r.p.Sleep(ctx, d) }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx ends (returning its cause): the default wait
+// between attempts.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -117,3 +117,29 @@ func TestRunDoesNotRetryWithoutPolicyOrForBadRequests(t *testing.T) {
 		t.Fatalf("%d requests, want 2 (no retries)", n)
 	}
 }
+
+func TestCheckPairing(t *testing.T) {
+	asst := func(ids ...string) llm.Message {
+		m := llm.Message{Role: "assistant"}
+		for _, id := range ids {
+			m.ToolCalls = append(m.ToolCalls, call(id, "lookup", "{}"))
+		}
+		return m
+	}
+	res := func(id string) llm.Message { return llm.Message{Role: "tool", ToolCallID: id} }
+	user := llm.Message{Role: "user"}
+	for _, tc := range []struct {
+		name string
+		msgs []llm.Message
+		ok   bool
+	}{
+		{"paired", []llm.Message{user, asst("a", "b"), res("a"), res("b"), asst()}, true},
+		{"result without call", []llm.Message{user, res("a")}, false},
+		{"call without result before the next message", []llm.Message{user, asst("a", "b"), res("a"), user}, false},
+		{"ends open", []llm.Message{user, asst("a")}, false},
+	} {
+		if err := agent.CheckPairing(tc.msgs); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}

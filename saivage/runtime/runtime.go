@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/templates"
@@ -120,7 +121,7 @@ func New(opts Options) (*Runtime, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleepCtx
+		opts.Sleep = agent.Sleep
 	}
 	if opts.CorrectionBudget <= 0 {
 		opts.CorrectionBudget = DefaultCorrectionBudget
@@ -154,17 +155,6 @@ func New(opts Options) (*Runtime, error) {
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	rt.analyst = newAnalyst(rt)
 	return rt, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // Project returns the runtime's project.

@@ -31,27 +31,10 @@ func lastMessage(r llmtest.Request) (string, string) {
 	return m["role"].(string), content
 }
 
-// checkPaired fails unless every tool result in msgs follows its call and
-// every call has its result.
 func checkPaired(t *testing.T, msgs []llm.Message) {
 	t.Helper()
-	open := map[string]bool{}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "tool":
-			if !open[m.ToolCallID] {
-				t.Fatalf("session message %d: result %s without its call", i, m.ToolCallID)
-			}
-			delete(open, m.ToolCallID)
-		case len(open) > 0:
-			t.Fatalf("session message %d: calls %v without results", i, open)
-		}
-		for _, c := range m.ToolCalls {
-			open[c.ID] = true
-		}
-	}
-	if len(open) > 0 {
-		t.Fatalf("the session ends with calls %v without results", open)
+	if err := agent.CheckPairing(msgs); err != nil {
+		t.Fatalf("stored session: %v", err)
 	}
 }
 
