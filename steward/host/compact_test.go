@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,37 @@ func TestPendingApprovalSurvivesCompaction(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("the send's call is %d times in the session, want once (with its result)", calls)
+	}
+}
+
+// TestSystemPageShowsTheContextBudget: the System page names the chat
+// model's context budget, and says when only a rejection compacts.
+func TestSystemPageShowsTheContextBudget(t *testing.T) {
+	for _, tc := range []struct {
+		window int
+		want   string
+	}{
+		{8192, "tier-5: 8192-token context window, 3276 usable for the conversation; a chat is summarised past 2620 tokens"},
+		{0, "tier-5: no context window declared"},
+	} {
+		e := newEnv(t, envOptions{contextWindow: tc.window})
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/system/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st host.SystemStatus
+		json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		found := false
+		for _, s := range st.Services {
+			if s.Name == "chat context" && strings.HasPrefix(s.Detail, tc.want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("window %d: services %+v, want a chat context row %q", tc.window, st.Services, tc.want)
+		}
 	}
 }

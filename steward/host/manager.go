@@ -231,6 +231,20 @@ func (m *ChatManager) Budget() agent.Budget {
 	return b
 }
 
+// contextStatus is the System page's row for the chats' context budget.
+func (m *ChatManager) contextStatus() ServiceStatus {
+	b := m.Budget()
+	st := ServiceStatus{Name: "chat context", State: StateOK}
+	if usable := b.UsableInput(); usable > 0 {
+		st.Detail = fmt.Sprintf("%s: %d-token context window, %d usable for the conversation; a chat is summarised past %d tokens",
+			m.opts.ModelName, b.ContextWindow, usable, int(agent.DefaultTrigger*float64(usable)))
+	} else {
+		st.Detail = fmt.Sprintf("%s: no context window declared (context_window in gateway.yaml), or too small for the %d-token reply reserve; "+
+			"a chat is summarised only when the provider refuses it as too long", m.opts.ModelName, agent.DefaultOutputTokens)
+	}
+	return st
+}
+
 func (m *ChatManager) broadcast(frame any) {
 	if m.opts.Clients != nil {
 		m.opts.Clients.Broadcast(frame)
