@@ -99,6 +99,7 @@ func TestLongChatCompacts(t *testing.T) {
 			t.Fatalf("tool card %s", te.Data)
 		}
 	}
+	t.Logf("%d turns, %d compactions (one summary call each), %d model requests", turns, summaries, len(provider.Requests()))
 	if summaries < 10 || len(byKind["summary"]) != summaries {
 		t.Fatalf("%d summary calls, %d summary entries (want one entry per call, and at least 10)", summaries, len(byKind["summary"]))
 	}
