@@ -57,6 +57,22 @@ type Done struct {
 // ErrorEvent reports the error that ended a run.
 type ErrorEvent struct{ Err error }
 
+// Compacted reports that the Compactor replaced the older part of the
+// conversation with a summary before a model step.
+type Compacted struct {
+	Summary string
+	// Covered is how many messages the summary replaced; Messages how many
+	// the conversation has now.
+	Covered, Messages int
+}
+
+// Retrying reports a failed model call that will be tried again after Delay.
+type Retrying struct {
+	Class ErrorClass
+	Delay time.Duration
+	Err   error
+}
+
 // AgentEvent marks the types as events.
 func (AssistantDelta) AgentEvent()   {}
 func (AssistantMessage) AgentEvent() {}
@@ -65,6 +81,8 @@ func (ToolResultEvent) AgentEvent()  {}
 func (ToolError) AgentEvent()        {}
 func (Done) AgentEvent()             {}
 func (ErrorEvent) AgentEvent()       {}
+func (Compacted) AgentEvent()        {}
+func (Retrying) AgentEvent()         {}
 
 // StopReason says why a run ended.
 type StopReason string

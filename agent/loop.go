@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -28,6 +29,13 @@ type RunOptions struct {
 	MaxSteps int // default DefaultMaxSteps
 	// OnEvent receives every event, in order, from the run's goroutine.
 	OnEvent func(Event)
+	// Compactor, when set, may shorten the conversation before each model
+	// step, and once more when the provider rejects it as too long.
+	Compactor Compactor
+	// Retry, when set, retries model calls that failed for a reason that
+	// may pass (rate limits, overload, transient 5xx, network), provided no
+	// output of the failed attempt reached OnEvent.
+	Retry *RetryPolicy
 }
 
 // RunResult is what a run added to the conversation.
@@ -39,6 +47,13 @@ type RunResult struct {
 	Text   string
 	Reason StopReason
 	Steps  int
+	// History, set only when a Compactor shortened the conversation, is
+	// the whole conversation as it now stands: the compacted
+	// RunOptions.Messages followed by what the run added. A caller that
+	// stores the conversation replaces it with History.
+	History []llm.Message
+	// Compactions are the compactions made during the run, in order.
+	Compactions []Compaction
 }
 
 // CancelledResult is the tool result recorded for a call that was cancelled
@@ -73,8 +88,20 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 	// instead of writing into the caller's array; an answer without tool
 	// calls never copies the history.
 	conv := slices.Clip(opts.Messages)
+	compacted := false
+	// keep appends a message of the run to the result and, once the
+	// conversation was compacted (and so is the run's own copy), to it.
+	keep := func(m llm.Message) {
+		res.Messages = append(res.Messages, m)
+		if compacted {
+			conv = append(conv, m)
+		}
+	}
 	finish := func(reason StopReason, err error) (*RunResult, error) {
 		res.Reason = reason
+		if compacted {
+			res.History = conv
+		}
 		if err != nil {
 			emit(ErrorEvent{Err: err})
 		}
@@ -90,21 +117,34 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 			return finish(StopAborted, err)
 		}
 		res.Steps++
-		req := &llm.ChatRequest{Model: opts.ModelName, Messages: conv, Tools: specs}
-		resp, err := opts.Model.ChatStream(ctx, req, func(c llm.StreamChunk) error {
-			for _, ch := range c.Choices {
-				if ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" {
-					emit(AssistantDelta{Text: ch.Delta.Content, Reasoning: ch.Delta.ReasoningContent})
-				}
+		if opts.Compactor != nil {
+			c, err := opts.Compactor.Compact(ctx, CompactStep{Messages: conv, Tools: specs, Model: opts.Model, ModelName: opts.ModelName})
+			if ctx.Err() != nil {
+				return finish(StopAborted, ctx.Err())
 			}
-			return nil
-		})
+			// A failed summary leaves the conversation as it was: the call
+			// may still fit, and a rejection compacts once more below.
+			if err == nil {
+				conv = apply(c, conv, &compacted, res, emit)
+			}
+		}
+		resp, err := step(ctx, opts, conv, specs, emit)
+		if err != nil && opts.Compactor != nil && ctx.Err() == nil && Classify(err) == ErrContextLength {
+			c, cerr := opts.Compactor.Compact(ctx, CompactStep{Messages: conv, Tools: specs, Model: opts.Model, ModelName: opts.ModelName, Rejected: true})
+			switch {
+			case cerr != nil:
+				err = fmt.Errorf("%w (and compacting the conversation failed: %v)", err, cerr)
+			case c != nil:
+				conv = apply(c, conv, &compacted, res, emit)
+				resp, err = step(ctx, opts, conv, specs, emit)
+			}
+		}
 		if err != nil {
 			// Keep visible partial text; drop half-streamed tool calls, which
 			// could never be paired with results.
 			if resp != nil && len(resp.Choices) > 0 && resp.Choices[0].Message.Content != "" {
 				partial := llm.Message{Role: "assistant", Content: resp.Choices[0].Message.Content}
-				res.Messages = append(res.Messages, partial)
+				keep(partial)
 				res.Text = partial.Content
 				emit(AssistantMessage{Message: partial})
 			}
@@ -115,12 +155,13 @@ func Run(ctx context.Context, opts RunOptions) (*RunResult, error) {
 		}
 		msg := resp.Choices[0].Message
 		msg.Role = "assistant"
-		res.Messages = append(res.Messages, msg)
 		res.Text = msg.Content
 		emit(AssistantMessage{Message: msg, Usage: resp.Usage})
 		if len(msg.ToolCalls) == 0 {
+			keep(msg)
 			return finish(StopAnswered, nil)
 		}
+		res.Messages = append(res.Messages, msg)
 		conv = append(conv, msg)
 		for i, call := range msg.ToolCalls {
 			if ctx.Err() != nil {
@@ -189,4 +230,74 @@ func safeCall(ctx context.Context, t Tool, args json.RawMessage) (r ToolResult, 
 		}
 	}()
 	return t.Call(ctx, args)
+}
+
+// apply installs a compaction (nil: none) and reports it.
+func apply(c *Compaction, conv []llm.Message, compacted *bool, res *RunResult, emit func(Event)) []llm.Message {
+	if c == nil {
+		return conv
+	}
+	*compacted = true
+	res.Compactions = append(res.Compactions, *c)
+	emit(Compacted{Summary: c.Summary, Covered: c.Covered, Messages: len(c.Messages)})
+	return c.Messages
+}
+
+// step makes one model call, retried under opts.Retry while no output of
+// the failed attempt has been emitted.
+func step(ctx context.Context, opts RunOptions, conv []llm.Message, specs []llm.Tool, emit func(Event)) (*llm.ChatResponse, error) {
+	var retries *Retries
+	if opts.Retry != nil {
+		retries = opts.Retry.Start()
+	}
+	for {
+		streamed := false
+		req := &llm.ChatRequest{Model: opts.ModelName, Messages: conv, Tools: specs}
+		resp, err := opts.Model.ChatStream(ctx, req, func(c llm.StreamChunk) error {
+			for _, ch := range c.Choices {
+				if ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" {
+					streamed = true
+					emit(AssistantDelta{Text: ch.Delta.Content, Reasoning: ch.Delta.ReasoningContent})
+				}
+			}
+			return nil
+		})
+		if err == nil || retries == nil || streamed || ctx.Err() != nil {
+			return resp, err
+		}
+		class := Classify(err)
+		d, ok := retries.Next(class)
+		if !ok {
+			return resp, err
+		}
+		emit(Retrying{Class: class, Delay: d, Err: err})
+		if werr := retries.Wait(ctx, d); werr != nil {
+			return resp, err
+		}
+	}
+}
+
+// CheckPairing reports the first break of the rule every conversation sent
+// to a model must keep: each tool result follows the assistant message that
+// called it, and each call has its result before the next other message.
+func CheckPairing(msgs []llm.Message) error {
+	open := map[string]bool{}
+	for i, m := range msgs {
+		switch {
+		case m.Role == "tool":
+			if !open[m.ToolCallID] {
+				return fmt.Errorf("message %d: result %s without its call", i, m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+		case len(open) > 0:
+			return fmt.Errorf("message %d: calls %v without results", i, slices.Sorted(maps.Keys(open)))
+		}
+		for _, c := range m.ToolCalls {
+			open[c.ID] = true
+		}
+	}
+	if len(open) > 0 {
+		return fmt.Errorf("the conversation ends with calls %v without results", slices.Sorted(maps.Keys(open)))
+	}
+	return nil
 }

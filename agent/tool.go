@@ -26,6 +26,10 @@ type ToolResult struct {
 	Content string `json:"content"`
 	// IsError marks a failed call; the model still sees Content.
 	IsError bool `json:"isError,omitempty"`
+	// Blocked marks a call whose action was not performed because policy,
+	// the user or a missing approval stopped it (not because it failed);
+	// clients show it as blocked. It implies IsError.
+	Blocked bool `json:"blocked,omitempty"`
 	// Data is an optional structured result for clients (rich cards); the
 	// model does not see it.
 	Data json.RawMessage `json:"data,omitempty"`

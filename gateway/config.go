@@ -21,6 +21,10 @@ type Config struct {
 	Models    map[string][]Candidate `yaml:"models"`
 	// Rates are USD per million tokens, keyed "provider/model".
 	Rates map[string]Rate `yaml:"rates"`
+	// Escalation: false keeps every public name to its own candidates.
+	// By default (true) a tier-N name falls back to the higher tiers, then
+	// the lower paid ones.
+	Escalation *bool `yaml:"escalation,omitempty"`
 }
 
 // Provider is one OpenAI-compatible upstream.
@@ -39,6 +43,26 @@ type Provider struct {
 type Candidate struct {
 	Provider string `yaml:"provider"`
 	Model    string `yaml:"model"`
+	// ContextWindow is the model's context in tokens (0: not declared).
+	// Clients size their conversations by it (ContextWindow).
+	ContextWindow int `yaml:"context_window,omitempty"`
+}
+
+// ContextWindow returns the context, in tokens, that every candidate of the
+// public model name can hold: the smallest declared window, since a
+// fallback may land on any of them; 0 when a candidate declares none (or the
+// name is unknown), and a conversation is then only compacted when a
+// provider rejects it.
+func (c *Config) ContextWindow(public string) int {
+	cands := c.Models[public]
+	if len(cands) == 0 {
+		return 0
+	}
+	w := cands[0].ContextWindow
+	for _, cand := range cands[1:] {
+		w = min(w, cand.ContextWindow)
+	}
+	return max(w, 0)
 }
 
 // Rate prices one provider model, USD per million tokens.
@@ -153,6 +177,9 @@ func (c *Config) Validate() error {
 			}
 			if cand.Model == "" {
 				errs = append(errs, fmt.Errorf("models.%s[%d].model: empty", name, i))
+			}
+			if cand.ContextWindow < 0 {
+				errs = append(errs, fmt.Errorf("models.%s[%d].context_window: %d tokens cannot be negative", name, i, cand.ContextWindow))
 			}
 		}
 	}

@@ -197,6 +197,10 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 // Rates returns the configured rates.
 func (g *Gateway) Rates() map[string]Rate { return g.cfg.Rates }
 
+// ContextWindow returns the context, in tokens, every candidate of a public
+// model name holds (0 when not declared); see Config.ContextWindow.
+func (g *Gateway) ContextWindow(public string) int { return g.cfg.ContextWindow(public) }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -252,20 +256,32 @@ func isRetryable(status int) bool {
 }
 
 func (g *Gateway) record(ctx context.Context, rec *RequestRecord) {
-	if g.ledger == nil {
+	sink := traceOf(ctx)
+	if g.ledger == nil && sink == nil {
 		return
 	}
 	rec.Error = g.scrubString(rec.Error)
 	if rate, ok := g.cfg.Rates[rec.Provider+"/"+rec.UpstreamModel]; ok {
 		rec.CostUSD = rate.Cost(rec.Tokens)
 	}
-	g.ledger.RecordRequest(context.WithoutCancel(ctx), *rec)
+	if sink != nil {
+		sink.request(*rec)
+	}
+	if g.ledger != nil {
+		g.ledger.RecordRequest(context.WithoutCancel(ctx), *rec)
+	}
 }
 
 func (g *Gateway) recordAttempt(ctx context.Context, a AttemptRecord) {
-	if g.ledger == nil {
+	sink := traceOf(ctx)
+	if g.ledger == nil && sink == nil {
 		return
 	}
 	a.Error = g.scrubString(a.Error)
-	g.ledger.RecordAttempt(context.WithoutCancel(ctx), a)
+	if sink != nil {
+		sink.attempt(a)
+	}
+	if g.ledger != nil {
+		g.ledger.RecordAttempt(context.WithoutCancel(ctx), a)
+	}
 }

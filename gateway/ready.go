@@ -71,3 +71,7 @@ func (s *Switch) Handler() http.Handler {
 
 // Rates returns the current Gateway's rates.
 func (s *Switch) Rates() map[string]Rate { return s.Current().Rates() }
+
+// ContextWindow returns the current Gateway's context window of a public
+// model name (Config.ContextWindow).
+func (s *Switch) ContextWindow(public string) int { return s.Current().ContextWindow(public) }

@@ -49,7 +49,8 @@ func newTarget(name string, p Provider, model string, lookup func(string) (strin
 // buildChains computes, for every public name, the ordered and de-duplicated
 // targets a request tries: the name's own candidates; for tier-N, then the
 // higher tiers N+1… in order (escalation), then the lower paid tiers N-1…2
-// (the sweep; tier-1 is the local rung and is not part of it).
+// (the sweep; tier-1 is the local rung and is not part of it), unless the
+// configuration turns escalation off.
 func buildChains(cfg *Config, lookup func(string) (string, bool)) map[string][]*target {
 	own := map[string][]*target{}
 	for name, cands := range cfg.Models {
@@ -66,7 +67,7 @@ func buildChains(cfg *Config, lookup func(string) (string, bool)) map[string][]*
 	chains := map[string][]*target{}
 	for name := range cfg.Models {
 		order := []string{name}
-		if n, ok := tierNumber(name); ok {
+		if n, ok := tierNumber(name); ok && (cfg.Escalation == nil || *cfg.Escalation) {
 			for up := n + 1; up <= maxTier; up++ {
 				order = append(order, fmt.Sprintf("tier-%d", up))
 			}

@@ -231,6 +231,8 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 			ApprovalTimeout: sc.approvalTimeout,
 			Tools:           toolSource,
 			Notifier:        pushSvc,
+			ContextWindow:   contextWindow(d.gw, sc.hostTier),
+			Retry:           chatRetry(),
 		},
 	})
 	st.push(func() error { h.Close(); return nil })
@@ -291,4 +293,21 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		return nil, err
 	}
 	return h, nil
+}
+
+// chatRetry retries a chat's failed model calls briefly: the user is
+// waiting, so an overload is tried twice, not waited out.
+func chatRetry() *agent.RetryPolicy {
+	return &agent.RetryPolicy{MaxTransient: 3, TransientBase: time.Second,
+		OverloadMin: 2 * time.Second, OverloadMax: 8 * time.Second, MaxOverloads: 2}
+}
+
+// contextWindow returns the chat model's context window from the in-process
+// gateway (nil when another gateway serves the models: its windows are not
+// known, and only a provider's rejection compacts).
+func contextWindow(gw *gateway.Switch, model string) func() int {
+	if gw == nil {
+		return nil
+	}
+	return func() int { return gw.ContextWindow(model) }
 }

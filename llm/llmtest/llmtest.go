@@ -79,6 +79,11 @@ type Server struct {
 	URL string
 	// EmbeddingDim is the dimension of generated embeddings (default 8).
 	EmbeddingDim int
+	// ContextWindow, when > 0, is the model's context in tokens: a chat
+	// request whose prompt (a quarter of its body's bytes) plus max_tokens
+	// exceeds it is refused with 400 context_length_exceeded, as OpenAI
+	// does, before any script is consumed. Set it before the first request.
+	ContextWindow int
 
 	srv      *httptest.Server
 	mu       sync.Mutex
@@ -150,6 +155,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Model, _ = req.Body["model"].(string)
 	req.Stream, _ = req.Body["stream"].(bool)
+	if s.ContextWindow > 0 && strings.HasSuffix(req.Path, "/chat/completions") {
+		maxTokens, _ := req.Body["max_tokens"].(float64)
+		if prompt := len(raw) / 4; prompt+int(maxTokens) > s.ContextWindow {
+			s.mu.Lock()
+			s.requests = append(s.requests, req)
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(llm.ErrorResponse{Error: llm.ErrorBody{Type: "invalid_request_error", Code: "context_length_exceeded",
+				Message: fmt.Sprintf("This model's maximum context length is %d tokens; the request has %d.", s.ContextWindow, prompt+int(maxTokens))}})
+			return
+		}
+	}
 	reply := s.next(req)
 
 	if reply.Delay > 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentstack/agentstack/agent"
+
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/state"
@@ -35,19 +37,44 @@ func boundary(rows []conversations.Row, i int) bool {
 	return false
 }
 
+// sessionCompactor is Saivage's agent.Compactor: the spec's compaction
+// rules applied to the persisted session (the single source of truth), the
+// conversation then rebuilt from it. Before a step it compacts when
+// compaction is enabled and the estimate reaches the route's trigger; after
+// a provider's context rejection it always tries.
+type sessionCompactor struct{ iv *invoker }
+
+// Compact implements agent.Compactor.
+func (c sessionCompactor) Compact(ctx context.Context, step agent.CompactStep) (*agent.Compaction, error) {
+	iv := c.iv
+	if !step.Rejected && (!iv.rt.models.compaction.Enabled || !iv.route.Budget.Over(agent.EstimateTokens(step.Messages, step.Tools))) {
+		return nil, nil
+	}
+	covered, summary, err := iv.compact(ctx, step.Rejected)
+	if err != nil || covered == 0 {
+		return nil, err
+	}
+	msgs, err := iv.messages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Compaction{Messages: msgs, Summary: summary, Covered: covered}, nil
+}
+
 // compact replaces the older part of the current segment with a summary in
 // a new compacted segment, keeping a tail of recent rows (tail_fraction of
 // the usable input, snapped back to an atomic boundary; at most half the
 // current history after a provider's context rejection) and the latest
-// node instructions. It reports false when nothing can be compacted.
-func (iv *invoker) compact(ctx context.Context, rejected bool) (bool, error) {
+// node instructions. It returns how many rows the summary covers (0 when
+// nothing can be compacted) and the summary.
+func (iv *invoker) compact(ctx context.Context, rejected bool) (int, string, error) {
 	cur, err := iv.sess.current()
 	if err != nil {
-		return false, err
+		return 0, "", err
 	}
 	rows := cur.Rows
 	if len(rows) < 2 {
-		return false, nil
+		return 0, "", nil
 	}
 	tailBudget := int(iv.rt.models.compaction.TailFraction * float64(iv.route.UsableInput) * 4)
 	if rejected {
@@ -77,7 +104,7 @@ func (iv *invoker) compact(ctx context.Context, rejected bool) (bool, error) {
 		}
 	}
 	if cut <= 0 {
-		return false, nil
+		return 0, "", nil
 	}
 	covered, kept := rows[:cut], rows[cut:]
 	// Protect the latest node instructions (marker + entry prompt).
@@ -94,7 +121,7 @@ func (iv *invoker) compact(ctx context.Context, rejected bool) (bool, error) {
 	text, err := iv.summarize(ctx, covered)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, context.Cause(ctx)
+			return 0, "", context.Cause(ctx)
 		}
 		iv.rt.log.Warn("compaction summary failed; omitting older history", "session", iv.sess.id, "err", err)
 		text = fmt.Sprintf("(%d earlier conversation rows were omitted to fit the model's context; no summary could be produced.)", len(covered))
@@ -108,11 +135,11 @@ func (iv *invoker) compact(ctx context.Context, rejected bool) (bool, error) {
 	n, err := iv.rt.p.Sessions.Compact(iv.sess.dir, iv.sess.id, next)
 	iv.sess.mu.Unlock()
 	if err != nil {
-		return false, err
+		return 0, "", err
 	}
 	iv.rt.hint("conversation", iv.sess.id)
 	iv.rt.logEvent("session_compacted", map[string]any{"session": iv.sess.id, "segment": n, "covered_rows": len(covered), "kept_rows": len(kept)})
-	return true, nil
+	return len(covered), text, nil
 }
 
 // transcript renders rows as plain text for the summarizer.
@@ -140,30 +167,10 @@ func transcript(rows []conversations.Row, budget int) string {
 		if s == "" {
 			continue
 		}
-		if len(s) > maxTranscriptRowChars {
-			s = truncate(s, maxTranscriptRowChars) + " …[truncated]"
-		}
-		parts = append(parts, s)
+		parts = append(parts, agent.TruncateMarked(s, maxTranscriptRowChars))
 	}
 	// Keep the newest rows when the transcript is over budget.
-	total := 0
-	for i := len(parts) - 1; i >= 0; i-- {
-		total += len(parts[i]) + 2
-		if total > budget {
-			return "…[older rows omitted]\n\n" + strings.Join(parts[i+1:], "\n\n")
-		}
-	}
-	return strings.Join(parts, "\n\n")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
+	return agent.JoinNewest(parts, budget)
 }
 
 // summarize asks the summarizer (or the session's route) for a summary.

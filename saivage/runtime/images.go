@@ -110,12 +110,3 @@ func attachImages(stateDir string, msgs []llm.Message, rows []conversations.Row)
 		}
 	}
 }
-
-// rasterReservation is an image's token reservation: 2·⌈w/32⌉·⌈h/32⌉.
-func rasterReservation(img llm.Image) int {
-	cfg, err := png.DecodeConfig(bytes.NewReader(img.Data))
-	if err != nil {
-		return 0
-	}
-	return 2 * ((cfg.Width + 31) / 32) * ((cfg.Height + 31) / 32)
-}

@@ -9,22 +9,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
+
+	"github.com/agentstack/agentstack/agent"
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
-// Retry policy of model calls.
-const (
-	// transientFailures is the finite budget of ordinary failures (rate
-	// limits, generic 5xx, network) of one call.
-	transientFailures = 4
-	overloadMinDelay  = 30 * time.Second
-	overloadMaxDelay  = 600 * time.Second
-)
+// retryPolicy returns the retry policy of model calls: a finite budget of four
+// ordinary failures (rate limits, generic 5xx, network) of one call with 2,
+// 4 and 8 s between them, and overloads waited out from 30 s doubling to
+// 600 s. The runtime's Sleep does the waiting (iv.backoff).
+func retryPolicy() agent.RetryPolicy {
+	return agent.RetryPolicy{MaxTransient: 4, TransientBase: 2 * time.Second,
+		OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
+}
 
 // ContentPolicyError is a second content-policy refusal within one node
 // execution; the card is blocked.
@@ -103,24 +104,6 @@ const (
 	exchangeVersion    = 1
 )
 
-func estimateTokens(msgs []llm.Message, tools []llm.Tool) int {
-	// Images count as their raster reservation, 2·⌈w/32⌉·⌈h/32⌉, not as
-	// base64 text.
-	reserve := 0
-	if slices.ContainsFunc(msgs, func(m llm.Message) bool { return len(m.Images) > 0 }) {
-		msgs = slices.Clone(msgs)
-		for i := range msgs {
-			for _, img := range msgs[i].Images {
-				reserve += rasterReservation(img)
-			}
-			msgs[i].Images = nil
-		}
-	}
-	b, _ := json.Marshal(msgs)
-	t, _ := json.Marshal(tools)
-	return (len(b)+len(t)+3)/4 + reserve
-}
-
 // messages builds the provider context from the session.
 func (iv *invoker) messages(ctx context.Context) ([]llm.Message, error) {
 	cur, err := iv.sess.current()
@@ -151,17 +134,13 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	if err != nil {
 		return nil, err
 	}
-	comp := iv.rt.models.compaction
-	if comp.Enabled && iv.route.UsableInput > 0 && float64(estimateTokens(msgs, req.Tools)) >= comp.TriggerFraction*float64(iv.route.UsableInput) {
-		if did, err := iv.compact(ctx, false); err != nil {
-			return nil, err
-		} else if did {
-			if msgs, err = iv.messages(ctx); err != nil {
-				return nil, err
-			}
-		}
+	compactor := sessionCompactor{iv}
+	if c, err := compactor.Compact(ctx, agent.CompactStep{Messages: msgs, Tools: req.Tools}); err != nil {
+		return nil, err
+	} else if c != nil {
+		msgs = c.Messages
 	}
-	compacted, transient, overloads := false, 0, 0
+	compacted, retries := false, retryPolicy().Start()
 	for {
 		creq := &llm.ChatRequest{Model: iv.route.Public, Messages: msgs, Tools: req.Tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
@@ -175,41 +154,33 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		switch classify(err, attempts) {
-		case errContextTooLarge:
+		switch class := classify(err, attempts); class {
+		case agent.ErrContextLength:
 			if compacted {
 				return nil, fmt.Errorf("the request is still too large for the model after compaction: %w", err)
 			}
 			compacted = true
-			did, cerr := iv.compact(ctx, true)
+			c, cerr := compactor.Compact(ctx, agent.CompactStep{Messages: msgs, Tools: req.Tools, Rejected: true})
 			if cerr != nil {
 				return nil, cerr
 			}
-			if !did {
+			if c == nil {
 				return nil, fmt.Errorf("the request is too large for the model and nothing can be compacted: %w", err)
 			}
-			if msgs, err = iv.messages(ctx); err != nil {
-				return nil, err
-			}
-		case errContentPolicy:
+			msgs = c.Messages
+		case agent.ErrContentPolicy:
 			iv.refusals++
 			_ = iv.sess.append(markerRow("refusal-"+state.NewUUID(), markerRefusal, map[string]any{"count": iv.refusals, "error": iv.rt.redact(err.Error())}))
 			iv.rt.logEvent("content_policy_refusal", map[string]any{"session": iv.sess.id, "count": iv.refusals})
 			if iv.refusals >= 2 {
 				return nil, &ContentPolicyError{Err: err}
 			}
-		case errOverload:
-			d := min(overloadMinDelay<<min(overloads, 5), overloadMaxDelay)
-			overloads++
+		case agent.ErrOverload, agent.ErrRateLimit, agent.ErrTransient:
+			d, ok := retries.Next(class)
+			if !ok {
+				return nil, fmt.Errorf("model route %s failed %d times: %w", iv.route.Name, retries.Transient, err)
+			}
 			if err := iv.backoff(ctx, d); err != nil {
-				return nil, err
-			}
-		case errTransient:
-			transient++
-			if transient >= transientFailures {
-				return nil, fmt.Errorf("model route %s failed %d times: %w", iv.route.Name, transient, err)
-			}
-			if err := iv.backoff(ctx, time.Duration(1<<transient)*time.Second); err != nil {
 				return nil, err
 			}
 		default:
@@ -229,15 +200,15 @@ func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func
 	body, _ := json.Marshal(creq)
 	sum := sha256.Sum256(body)
 	start := time.Now()
-	actx := llm.WithAttribution(ctx, llm.Attribution{Service: "saivage", Action: id})
 	var resp *llm.ChatResponse
+	var trace *gateway.Trace
 	var err error
 	if onChunk != nil || kind == "primary" {
-		resp, err = iv.rt.models.client.ChatStream(actx, creq, onChunk)
+		resp, trace, err = iv.rt.models.router.Stream(ctx, creq, onChunk)
 	} else {
-		resp, err = iv.rt.models.client.Chat(actx, creq)
+		resp, trace, err = iv.rt.models.router.Do(ctx, creq)
 	}
-	rec, attempts, _ := iv.rt.models.ledger.take(id)
+	rec, attempts := trace.Request, trace.Attempts
 	row := exchangeRow{ID: id, Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
 		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
 		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(body), RequestSHA256: hex.EncodeToString(sum[:]),

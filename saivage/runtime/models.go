@@ -1,24 +1,22 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/agentstack/agentstack/agent"
+
 	"github.com/agentstack/agentstack/gateway"
-	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
 )
 
-// routePrefix keeps Saivage route names out of the gateway's tier
-// escalation (which applies to names of the form tier-N).
+// routePrefix names a route's public model in Saivage's gateway (and in
+// the exchange evidence): route:NAME. Escalation is off in that gateway, so
+// each route only ever tries its own candidates whatever its name.
 const routePrefix = "route:"
 
 // summarizerRoute is the public name of compaction.summarizer_candidate.
@@ -26,11 +24,10 @@ const summarizerRoute = "saivage:summarizer"
 
 // Default capacity figures used when the configuration omits them.
 const (
-	defaultUtilization  = 0.9
-	defaultTrigger      = 0.8
-	defaultTail         = 0.3
-	defaultOutputTokens = 4096
-	summaryMaxTokens    = 2000
+	defaultUtilization = agent.DefaultUtilization
+	defaultTrigger     = agent.DefaultTrigger
+	defaultTail        = agent.DefaultTail
+	summaryMaxTokens   = 2000
 )
 
 // RouteBinding is one models.routes entry bound to the gateway.
@@ -44,16 +41,16 @@ type RouteBinding struct {
 	// reserved output over the route's candidates; 0 when no candidate
 	// declares a context window.
 	UsableInput int
+	// Budget is the context budget of the candidate that gives UsableInput.
+	Budget agent.Budget
 }
 
 // Models binds the configuration's routes to an in-process gateway.
 type Models struct {
-	gw         *gateway.Gateway
-	client     *llm.Client
+	router     *gateway.Router
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
 	compaction config.Compaction
-	ledger     *exchangeLedger
 }
 
 // ModelsOptions configures BindModels.
@@ -80,19 +77,15 @@ func capsFor(cfg *config.Config, c config.Candidate) config.Capabilities {
 	return config.Capabilities{}
 }
 
-// usableInput is floor(window × U) − O, or 0 when the window is unknown.
-func usableInput(caps config.Capabilities, utilization float64, maxTokens int) int {
-	if caps.ContextWindowTokens <= 0 {
-		return 0
-	}
+// budgetOf is a candidate's context budget: usable input floor(window × U) − O,
+// 0 when the window is unknown.
+func budgetOf(caps config.Capabilities, comp config.Compaction, maxTokens int) agent.Budget {
 	out := maxTokens
 	if out <= 0 {
 		out = caps.MaxOutputTokens
 	}
-	if out <= 0 {
-		out = defaultOutputTokens
-	}
-	return max(int(math.Floor(float64(caps.ContextWindowTokens)*utilization))-out, 0)
+	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: out,
+		Utilization: comp.ContextUtilizationFraction, Trigger: comp.TriggerFraction}
 }
 
 // orderCandidates applies a route profile: allowed filters by model name
@@ -128,7 +121,8 @@ func orderCandidates(cands []string, prof *config.Profile) []string {
 // (only the first when models.failover is false). Provider keys never leave
 // the gateway; they are handed to it through a private lookup.
 func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
-	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}}
+	noEscalation := false
+	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}, Escalation: &noEscalation}
 	keys := map[string]string{}
 	addProvider := func(name, baseURL, key string) {
 		p := gateway.Provider{BaseURL: baseURL}
@@ -191,7 +185,9 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 					return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
 				}
 				gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: pc.Model})
-				rb.UsableInput = max(rb.UsableInput, usableInput(capsFor(cfg, pc), comp.ContextUtilizationFraction, r.MaxTokens))
+				if b := budgetOf(capsFor(cfg, pc), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
+					rb.UsableInput, rb.Budget = b.UsableInput(), b
+				}
 			}
 			m.routes[rn] = rb
 		}
@@ -207,20 +203,17 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if len(gcfg.Models) == 0 {
 		return nil, errors.New("models.routes: no route is configured")
 	}
-	m.ledger = newExchangeLedger()
 	gw, err := gateway.New(gateway.Options{
 		Config:         gcfg,
 		LookupEnv:      func(k string) (string, bool) { v, ok := keys[k]; return v, ok },
 		RequestTimeout: absoluteRequestTimeout,
-		Ledger:         m.ledger,
 		Logger:         opts.Logger,
 		Transport:      opts.Upstream,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bind model routes: %w", err)
 	}
-	m.gw = gw
-	m.client = llm.NewClient(llm.ClientOptions{BaseURL: "http://saivage.gateway/v1", HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}})
+	m.router = gw.Router()
 	return m, nil
 }
 
@@ -242,45 +235,6 @@ func (m *Models) Routes() []RouteBinding {
 	return out
 }
 
-// exchangeLedger captures the gateway's per-request records so that each
-// model call's evidence names the candidates tried. Calls are correlated by
-// the X-Usage-Action attribution label, which carries the exchange id.
-type exchangeLedger struct {
-	mu       sync.Mutex
-	attempts map[string][]gateway.AttemptRecord
-	requests map[string]gateway.RequestRecord // by exchange id
-}
-
-func newExchangeLedger() *exchangeLedger {
-	return &exchangeLedger{attempts: map[string][]gateway.AttemptRecord{}, requests: map[string]gateway.RequestRecord{}}
-}
-
-func (l *exchangeLedger) RecordRequest(_ context.Context, r gateway.RequestRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.requests[r.Action] = r
-}
-
-func (l *exchangeLedger) RecordAttempt(_ context.Context, a gateway.AttemptRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.attempts[a.RequestID] = append(l.attempts[a.RequestID], a)
-}
-
-// take removes and returns the records of one exchange.
-func (l *exchangeLedger) take(exchange string) (gateway.RequestRecord, []gateway.AttemptRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, ok := l.requests[exchange]
-	if !ok {
-		return r, nil, false
-	}
-	delete(l.requests, exchange)
-	at := l.attempts[r.ID]
-	delete(l.attempts, r.ID)
-	return r, at, true
-}
-
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
@@ -297,50 +251,12 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 	return keys
 }
 
-// errorClass classifies a failed model call.
-type errorClass int
-
-const (
-	errOther errorClass = iota
-	errContextTooLarge
-	errContentPolicy
-	errOverload
-	errTransient
-)
-
-// classify looks at the structured error (status, type, code) and the
-// gateway's attempts; it does not interpret free prose beyond the
-// providers' machine codes, which gateways may flatten into messages.
-func classify(err error, attempts []gateway.AttemptRecord) errorClass {
-	var ae *llm.APIError
-	if !errors.As(err, &ae) {
-		if errors.Is(err, llm.ErrStreamTruncated) {
-			return errTransient
-		}
-		return errTransient // network failures
+// classify classifies a failed model call with the shared rules, looking
+// at the statuses of the gateway's attempts for a 502 that ended a chain.
+func classify(err error, attempts []gateway.AttemptRecord) agent.ErrorClass {
+	statuses := make([]int, len(attempts))
+	for i, a := range attempts {
+		statuses[i] = a.Status
 	}
-	codes := strings.ToLower(ae.Code + " " + ae.Type + " " + ae.Message)
-	switch {
-	case strings.Contains(codes, "context_length_exceeded") || strings.Contains(codes, "context_too_large"):
-		return errContextTooLarge
-	case strings.Contains(codes, "content_policy_violation") || strings.Contains(codes, "content_filter"):
-		return errContentPolicy
-	case ae.Status == 529 || strings.Contains(codes, "overloaded_error"):
-		return errOverload
-	}
-	if ae.Status == http.StatusBadGateway && len(attempts) > 0 {
-		overloaded := true
-		for _, a := range attempts {
-			if a.Status != 529 {
-				overloaded = false
-			}
-		}
-		if overloaded {
-			return errOverload
-		}
-	}
-	if ae.Status == 0 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout || ae.Status >= 500 {
-		return errTransient
-	}
-	return errOther
+	return agent.Classify(err, statuses...)
 }

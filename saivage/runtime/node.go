@@ -580,7 +580,7 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return truncate(s, n) + "\n…[truncated; read the record for the rest]"
+	return agent.Truncate(s, n) + "\n…[truncated; read the record for the rest]"
 }
 
 // emit is the emit_result tool: validation, routing, gates, freshness,

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/templates"
@@ -140,7 +141,7 @@ func New(opts Options) (*Runtime, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleepCtx
+		opts.Sleep = agent.Sleep
 	}
 	if opts.CorrectionBudget <= 0 {
 		opts.CorrectionBudget = DefaultCorrectionBudget
@@ -179,17 +180,6 @@ func New(opts Options) (*Runtime, error) {
 	rt.ops = newOperations()
 	rt.oversight = newOversight(rt, opts.Clock)
 	return rt, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // toolEnv is the tool environment shared by card and global callers.

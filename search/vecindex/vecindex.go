@@ -23,14 +23,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentstack/agentstack/search"
+
 	"github.com/agentstack/agentstack/sqlitedb"
 )
 
-// Embedder turns texts into vectors (the gateway's local-embed model in
-// production); it returns one vector per text, in order.
-type Embedder interface {
-	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}
+// Embedder is the shared search.Embedder.
+type Embedder = search.Embedder
 
 // BatchSize is how many texts go into one embedding request.
 const BatchSize = 32

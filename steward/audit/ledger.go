@@ -21,13 +21,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentstack/agentstack/batchwrite"
 
 	"github.com/agentstack/agentstack/redact"
 	"github.com/agentstack/agentstack/sqlitedb"
@@ -128,17 +129,12 @@ type Stats struct {
 // nil *Ledger is a valid ledger that records nothing, so a host whose audit
 // database cannot be opened can carry on without it.
 type Ledger struct {
-	db  *sql.DB
-	log *slog.Logger
-
-	mu      sync.RWMutex // guards closed against Record racing Close
-	closed  bool
+	db   *sql.DB
+	log  *slog.Logger
+	w    *batchwrite.Writer[row]
+	once sync.Once
+	// closing is set when Close begins.
 	closing atomic.Bool
-	queue   chan any // row or flushReq
-	done    chan struct{}
-	once    sync.Once
-
-	queued, written, dropped, failed atomic.Int64
 
 	beforeWrite func() // test hook: runs before each batch is written
 }
@@ -184,11 +180,16 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}
-	l := &Ledger{db: db, log: opts.Logger, queue: make(chan any, size), done: make(chan struct{})}
+	l := &Ledger{db: db, log: opts.Logger}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	go l.writer()
+	l.w = batchwrite.New(batchwrite.Options[row]{Write: l.write, Window: batchWindow, MaxBatch: maxBatch, QueueSize: size,
+		Name: "audit ledger", Noun: "events", Logger: l.log, Closing: func() { l.closing.Store(true) }, BeforeWrite: func() {
+			if l.beforeWrite != nil {
+				l.beforeWrite()
+			}
+		}})
 	return l, nil
 }
 
@@ -212,29 +213,11 @@ func (l *Ledger) Record(_ context.Context, e Event) {
 			l.drop("redaction panicked", "") // the panic value may quote the data: not logged
 		}
 	}()
-	r := l.prepare(e)
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		l.drop("ledger closed", r.typ)
-		return
-	}
-	select {
-	case l.queue <- r:
-		l.queued.Add(1)
-	default:
-		l.drop("queue full", r.typ)
-	}
+	l.w.Add(l.prepare(e))
 }
 
-// drop counts a refused event and logs the first and then every
-// power-of-two-th one, so an overload cannot flood the log.
-func (l *Ledger) drop(reason, typ string) {
-	n := l.dropped.Add(1)
-	if n&(n-1) == 0 {
-		l.log.Warn("audit event dropped", "reason", reason, "type", typ, "dropped_total", n)
-	}
-}
+// drop counts an event refused before it was queued.
+func (l *Ledger) drop(reason, typ string) { l.w.Drop(reason, "type", typ) }
 
 func (l *Ledger) prepare(e Event) row {
 	t := e.Time
@@ -299,11 +282,8 @@ func encodePayload(v any) string {
 	return string(bytes.TrimRight(buf.Bytes(), "\n"))
 }
 
-// flushReq asks the writer to signal when everything queued before it is written.
-type flushReq chan struct{}
-
 // ErrClosed reports use of a closed ledger.
-var ErrClosed = errors.New("audit ledger is closed")
+var ErrClosed = batchwrite.ErrClosed
 
 // Flush waits until every event queued before the call has been written (or
 // has failed to be). Unlike Record it waits, so it is for shutdown and tests.
@@ -311,37 +291,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	done := make(flushReq)
-	// The read lock is never held while waiting, so that Close, and the
-	// Records queued behind Close's lock, never wait on a slow Flush.
-	for {
-		l.mu.RLock()
-		if l.closed {
-			l.mu.RUnlock()
-			return ErrClosed
-		}
-		sent := false
-		select {
-		case l.queue <- done:
-			sent = true
-		default:
-		}
-		l.mu.RUnlock()
-		if sent {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return l.w.Flush(ctx)
 }
 
 // Close stores what is queued and closes the database. If a write fails
@@ -353,12 +303,7 @@ func (l *Ledger) Close() error {
 	}
 	var err error
 	l.once.Do(func() {
-		l.closing.Store(true)
-		l.mu.Lock()
-		l.closed = true
-		close(l.queue)
-		l.mu.Unlock()
-		<-l.done
+		l.w.Close()
 		err = l.db.Close()
 	})
 	return err
@@ -369,7 +314,8 @@ func (l *Ledger) Stats() Stats {
 	if l == nil {
 		return Stats{}
 	}
-	return Stats{Queued: l.queued.Load(), Written: l.written.Load(), Dropped: l.dropped.Load(), Failed: l.failed.Load()}
+	st := l.w.Stats()
+	return Stats{Queued: st.Queued, Written: st.Written, Dropped: st.Dropped, Failed: st.Failed}
 }
 
 // batchWindow is how long the writer gathers events into one transaction;
@@ -379,85 +325,22 @@ const (
 	maxBatch    = 256
 )
 
-func (l *Ledger) writer() {
-	defer close(l.done)
-	batch := make([]any, 0, maxBatch)
-	for item := range l.queue {
-		batch = append(batch[:0], item)
-		_, flushing := item.(flushReq)
-		window := time.NewTimer(batchWindow)
-	gather:
-		for !flushing && len(batch) < maxBatch {
-			select {
-			case it, ok := <-l.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, it)
-				_, flushing = it.(flushReq)
-			case <-window.C:
-				break gather
-			}
-		}
-		window.Stop()
-		if l.beforeWrite != nil {
-			l.beforeWrite()
-		}
-		rows, err := l.write(batch)
-		if err != nil {
-			l.failed.Add(int64(rows))
-			l.log.Error("audit ledger write failed; these events are lost", "events", rows, "err", err)
-		} else {
-			l.written.Add(int64(rows))
-		}
-		for _, it := range batch {
-			if f, ok := it.(flushReq); ok {
-				close(f)
-			}
-		}
-		if err != nil && l.closing.Load() {
-			l.discardRest()
-			return
-		}
-	}
-}
-
-// discardRest empties the queue after a failed write during Close.
-func (l *Ledger) discardRest() {
-	for it := range l.queue {
-		if f, ok := it.(flushReq); ok {
-			close(f)
-			continue
-		}
-		l.failed.Add(1)
-	}
-}
-
-// write stores the rows of a batch and says how many it held. They go in as
-// one multi-row INSERT: FTS5 flushes its pending index at every statement
-// boundary, so one statement per row would cost an index flush per event.
-func (l *Ledger) write(batch []any) (int, error) {
+// write stores the rows of a batch. They go in as one multi-row INSERT:
+// FTS5 flushes its pending index at every statement boundary, so one
+// statement per row would cost an index flush per event.
+func (l *Ledger) write(batch []row) error {
 	var sb strings.Builder
 	sb.WriteString(`INSERT INTO events (ts, actor, type, risk, chat_id, tool, correlation_id, summary, payload, refs) VALUES `)
 	args := make([]any, 0, 10*len(batch))
-	n := 0
-	for _, it := range batch {
-		r, ok := it.(row)
-		if !ok {
-			continue
-		}
-		if n > 0 {
+	for i, r := range batch {
+		if i > 0 {
 			sb.WriteByte(',')
 		}
 		sb.WriteString("(?,?,?,?,?,?,?,?,?,?)")
 		args = append(args, r.ts, r.actor, r.typ, r.risk, r.chat, r.tool, r.corr, r.summary, r.payload, r.refs)
-		n++
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	if _, err := l.db.Exec(sb.String(), args...); err != nil {
-		return n, fmt.Errorf("insert %d events: %w", n, err)
+		return fmt.Errorf("insert %d events: %w", len(batch), err)
 	}
-	return n, nil
+	return nil
 }

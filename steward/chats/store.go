@@ -345,6 +345,30 @@ func (s *Store) AppendSession(ctx context.Context, chatID string, msgs ...llm.Me
 	return tx.Commit()
 }
 
+// ReplaceSession replaces the chat's whole agent conversation in one
+// transaction: a compaction put a summary in place of its older part.
+func (s *Store) ReplaceSession(ctx context.Context, chatID string, msgs ...llm.Message) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM session WHERE chat_id = ?`, chatID); err != nil {
+		return fmt.Errorf("replace session of chat %s: %w", chatID, err)
+	}
+	add := tx.StmtContext(ctx, s.addMessage)
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if _, err := add.ExecContext(ctx, chatID, i+1, string(b)); err != nil {
+			return fmt.Errorf("replace session of chat %s: %w", chatID, err)
+		}
+	}
+	return tx.Commit()
+}
+
 // File is an uploaded file registered under an opaque token.
 type File struct {
 	Token     string

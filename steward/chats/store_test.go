@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,37 @@ func TestChatsLifecycleSurvivesReopen(t *testing.T) {
 	}
 	if err := s.Rename(ctx, b.ID, "   "); err == nil {
 		t.Error("accepted an empty title")
+	}
+}
+
+func TestReplaceSessionKeepsOtherChatsAndAppendsAfter(t *testing.T) {
+	ctx := context.Background()
+	s, err := chats.Open(ctx, filepath.Join(t.TempDir(), "chats.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := s.Create(ctx, "a", "")
+	b, _ := s.Create(ctx, "b", "")
+	for i := range 5 {
+		s.AppendSession(ctx, a.ID, llm.Message{Role: "user", Content: fmt.Sprint("a", i)})
+	}
+	s.AppendSession(ctx, b.ID, llm.Message{Role: "user", Content: "b0"})
+	if err := s.ReplaceSession(ctx, a.ID, llm.Message{Role: "user", Content: "summary"}, llm.Message{Role: "user", Content: "a4"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendSession(ctx, a.ID, llm.Message{Role: "assistant", Content: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Session(ctx, a.ID)
+	var contents []string
+	for _, m := range got {
+		contents = append(contents, m.Content)
+	}
+	if strings.Join(contents, ",") != "summary,a4,next" {
+		t.Fatalf("session a = %v", contents)
+	}
+	if other, _ := s.Session(ctx, b.ID); len(other) != 1 || other[0].Content != "b0" {
+		t.Fatalf("session b = %+v", other)
 	}
 }

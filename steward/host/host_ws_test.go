@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -43,6 +44,8 @@ type env struct {
 type toolbox struct {
 	mu    sync.Mutex
 	calls map[string][]string
+	// result, when set, is what mcp__mail__send_email returns.
+	result string
 }
 
 func (tb *toolbox) record(name string, args json.RawMessage) {
@@ -67,7 +70,7 @@ func (tb *toolbox) list() []agent.Tool {
 	}
 	return []agent.Tool{
 		mk("mcp__mail__search_mail", `{"type":"object","properties":{"query":{"type":"string"}}}`, "2 messages about the invoice"),
-		mk("mcp__mail__send_email", `{"type":"object","required":["to","body"],"properties":{"to":{"type":"string"},"body":{"type":"string"},"cc":{"type":"string"}}}`, "sent"),
+		mk("mcp__mail__send_email", `{"type":"object","required":["to","body"],"properties":{"to":{"type":"string"},"body":{"type":"string"},"cc":{"type":"string"}}}`, cmp.Or(tb.result, "sent")),
 		mk("mcp__danger__wipe", `{"type":"object"}`, "wiped"),
 	}
 }
@@ -80,6 +83,7 @@ type envOptions struct {
 	provider        *llmtest.Server
 	transcriber     host.Transcriber
 	notifier        host.Notifier
+	contextWindow   int // of the chats' model; 0: not declared
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -113,7 +117,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Audit: host.LedgerAuditor(e.audit),
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
 		Tools: e.tools.list, Policy: pol, ApprovalTimeout: o.approvalTimeout, SystemPrompt: "test prompt",
-		DisconnectGrace: o.disconnectGrace, Logger: o.logger, Notifier: o.notifier,
+		DisconnectGrace: o.disconnectGrace, Logger: o.logger, Notifier: o.notifier, ContextWindow: func() int { return o.contextWindow },
 	}})
 	e.srv = httptest.NewServer(e.host.Handler())
 	t.Cleanup(e.close)

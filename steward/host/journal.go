@@ -118,6 +118,11 @@ func (j *journal) session(msgs ...llm.Message) {
 	j.ops <- func() error { return j.store.AppendSession(j.ctx, j.chatID, msgs...) }
 }
 
+// replaceSession replaces the chat's whole session (after a compaction).
+func (j *journal) replaceSession(msgs ...llm.Message) {
+	j.ops <- func() error { return j.store.ReplaceSession(j.ctx, j.chatID, msgs...) }
+}
+
 // release says the turn's first output has gone out; it may be called more
 // than once.
 func (j *journal) release() {

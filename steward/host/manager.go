@@ -67,7 +67,15 @@ type ManagerOptions struct {
 	// resolves as no_channel.
 	DisconnectGrace time.Duration
 	MaxSteps        int
-	Clients         Broadcaster
+	// ContextWindow returns the context window of ModelName in tokens
+	// (gateway.Config.ContextWindow), asked at each turn: a conversation
+	// nearing it is compacted before the next model step. When it is nil
+	// or returns 0, only a provider's context-length rejection compacts.
+	ContextWindow func() int
+	// Retry, when set, retries model calls that failed for a reason that
+	// may pass (rate limits, overload, transient 5xx).
+	Retry   *agent.RetryPolicy
+	Clients Broadcaster
 	// Notifier pushes what waits for the user (pending approvals, replies
 	// and failures no app shows, quick-send results); nil: none.
 	Notifier Notifier
@@ -216,108 +224,34 @@ func (m *ChatManager) RunTurn(ctx context.Context, chatID, text string, opts Tur
 	}
 	defer unlock()
 
-	turnCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if opts.Attribution.Service == "" {
 		opts.Attribution = llm.Attribution{Service: "host", Action: "chat"}
 	}
-	turnCtx = llm.WithAttribution(turnCtx, opts.Attribution)
-	turnCtx = withChatID(turnCtx, chatID) // for host tools bound to their chat (watchturn.go)
-	t := m.newTurn(ctx, chatID, cancel)
-	m.mu.Lock()
-	m.turns[chatID] = t
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.turns, chatID)
-		m.mu.Unlock()
-	}()
-
-	result := m.runTurn(turnCtx, chatID, t, text, opts)
-	t.outputStarted()
-	if err := t.journal.close(); err != nil && result.OK {
-		result = protocol.TurnResult{Error: "the answer could not be saved: " + err.Error(), Text: result.Text}
-	}
-	if !result.OK {
-		m.cacheSession(chatID, nil) // reload from disk next time: the cache may be ahead of it
-	}
-	m.turnFailed(ctx, chatID, &result)
-	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: t.id, TurnResult: result})
-	if !opts.Headless { // a quick send reports its own result
-		m.notifyTurn(ctx, chatID, result)
-	}
-	return result
+	return m.runTurnLocked(ctx, chatID, turnSpec{attribution: opts.Attribution, text: text, files: opts.Files, headless: opts.Headless,
+		control: opts.Control}).result
 }
 
-func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text string, opts TurnOptions) protocol.TurnResult {
-	history := m.cachedSession(chatID)
-	if history == nil {
-		var err error
-		if history, err = m.opts.Store.Session(context.WithoutCancel(ctx), chatID); err != nil {
-			return protocol.TurnResult{Error: err.Error()}
-		}
+// Budget returns the context budget of the chats' model now.
+func (m *ChatManager) Budget() agent.Budget {
+	b := agent.Budget{}
+	if m.opts.ContextWindow != nil {
+		b.ContextWindow = m.opts.ContextWindow()
 	}
-	j := t.journal
-	userMsg := protocol.UserMessageSaved{Envelope: protocol.Env(protocol.TypeUserMessageSaved, ""), ChatID: chatID,
-		MessageID: chats.NewID("user"), Text: text, Files: opts.Files}
-	data, _ := json.Marshal(userMsg)
-	if opts.Control {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "control", Data: data})
-		m.audit(ctx, AuditEvent{Actor: "host", Type: "chat.control", Risk: "low", ChatID: chatID, Summary: "host control turn", Payload: map[string]any{"content": text}})
+	return b
+}
+
+// contextStatus is the System page's row for the chats' context budget.
+func (m *ChatManager) contextStatus() ServiceStatus {
+	b := m.Budget()
+	st := ServiceStatus{Name: "chat context", State: StateOK}
+	if usable := b.UsableInput(); usable > 0 {
+		st.Detail = fmt.Sprintf("%s: %d-token context window, %d usable for the conversation; a chat is summarised past %d tokens",
+			m.opts.ModelName, b.ContextWindow, usable, int(agent.DefaultTrigger*float64(usable)))
 	} else {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
-		m.publish(chatID, userMsg)
-		m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": text}})
+		st.Detail = fmt.Sprintf("%s: no context window declared (context_window in gateway.yaml), or too small for the %d-token reply reserve; "+
+			"a chat is summarised only when the provider refuses it as too long", m.opts.ModelName, agent.DefaultOutputTokens)
 	}
-
-	modelText := text
-	for _, f := range opts.Files {
-		modelText += fmt.Sprintf("\n[Attached file %q (%s, %d bytes), upload token %s]", f.Name, f.Type, f.Size, f.Token)
-	}
-	user := llm.Message{Role: "user", Content: modelText}
-	// The user's message goes into the session at once (the journal writes
-	// it after the first output), so a host that dies mid-turn — during an
-	// approval wait, say — resumes with the question the user asked.
-	j.session(user)
-	msgs := make([]llm.Message, 0, len(history)+2)
-	if m.opts.SystemPrompt != "" {
-		msgs = append(msgs, llm.Message{Role: "system", Content: m.opts.SystemPrompt})
-	}
-	msgs = append(append(msgs, history...), user)
-
-	tools := policy.Wrap(append(m.opts.Tools(), m.askUser(chatID)), policy.WrapOptions{
-		Policy: m.opts.Policy, Timeout: m.opts.ApprovalTimeout, NewID: func() string { return chats.NewID("appr") },
-		Approver: &chatApprover{m: m, chatID: chatID, headless: opts.Headless},
-		Observer: &policyObserver{m: m, chatID: chatID},
-	})
-	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: t, j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
-	res, runErr := agent.Run(ctx, agent.RunOptions{
-		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
-		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on,
-	})
-	if len(res.Messages) > 0 {
-		j.session(res.Messages...)
-	}
-	// The cache owns history and only turns of this chat (holding its lock)
-	// read it, so it grows in place rather than being copied every turn.
-	m.cacheSession(chatID, append(append(history, user), res.Messages...))
-	out := protocol.TurnResult{OK: runErr == nil, Text: res.Text, MessageID: rec.lastMessageID}
-	switch {
-	case errors.Is(runErr, context.Canceled):
-		out.Error, out.Aborted = "aborted by the user", true
-	case runErr != nil:
-		out.Error = runErr.Error()
-	case res.Reason == agent.StopStepLimit:
-		out.OK, out.Error = false, fmt.Sprintf("stopped after %d model steps without a final answer", res.Steps)
-	}
-	if !out.OK {
-		if !out.Aborted {
-			out.Cause, out.Fix = explainTurnError(out.Error)
-		}
-		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted, "cause": out.Cause, "fix": out.Fix})
-		j.append(&chats.Entry{Kind: "error", Data: data})
-	}
-	return out
+	return st
 }
 
 func (m *ChatManager) broadcast(frame any) {

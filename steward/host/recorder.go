@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -76,7 +77,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 			c.Data = r.m.opts.Files.addTokens(r.ctx, c.Name, c.Data)
 		}
 		switch {
-		case strings.HasPrefix(e.Result.Content, "NOT DONE"):
+		case e.Result.Blocked:
 			c.Status = "blocked"
 		case e.Result.IsError:
 			c.Status = "error"
@@ -84,6 +85,14 @@ func (r *turnRecorder) on(ev agent.Event) {
 			c.Status = "done"
 		}
 		r.finish(cs, protocol.TypeToolResult, !e.Result.IsError, "")
+	case agent.Compacted:
+		f := protocol.Summarised{Envelope: r.env(protocol.TypeSummarised), ChatID: r.chatID, TurnID: r.turnID,
+			EntryID: chats.NewID("summary"), Summary: e.Summary, Covered: e.Covered, Remaining: e.Messages}
+		data, _ := json.Marshal(f)
+		r.j.append(&chats.Entry{ID: f.EntryID, Kind: "summary", Data: data})
+		m.publish(r.chatID, f)
+		m.audit(r.ctx, AuditEvent{Actor: "host", Type: "chat.summarised", Risk: "low", ChatID: r.chatID,
+			Summary: fmt.Sprintf("%d earlier messages summarised", e.Covered), Payload: map[string]any{"covered": e.Covered, "summary": e.Summary}})
 	case agent.ToolError:
 		cs := r.card(e.CallID, e.Name)
 		cs.card.Status, cs.card.Error, cs.card.IsError, cs.card.DurationMS = "error", e.Err, true, ms(e.Duration)

@@ -87,6 +87,9 @@ func (h *Host) handleSystemStatus(w http.ResponseWriter, r *http.Request) {
 	st := SystemStatus{GeneratedAt: time.Now().UTC(), Services: []ServiceStatus{}, Tools: []ToolStatus{},
 		Host: ServiceStatus{Name: "host", State: StateOK, Detail: fmt.Sprintf("version %s, up %s, %d app%s connected",
 			h.opts.Version, time.Since(h.started).Round(time.Second), clients, plural(clients))}}
+	if h.manager != nil {
+		st.Services = append(st.Services, h.manager.contextStatus())
+	}
 	var info SystemInfo
 	if h.opts.System != nil {
 		info = h.opts.System(ctx)

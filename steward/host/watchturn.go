@@ -2,10 +2,7 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
@@ -66,94 +63,19 @@ func (m *ChatManager) DeliverWatchTurn(ctx context.Context, t watch.Turn) (watch
 	}
 	defer unlock()
 
-	turnCtx, cancel := context.WithCancel(llm.WithAttribution(withChatID(ctx, chatID), WatchAttribution))
-	defer cancel()
-	tr := m.newTurn(ctx, chatID, cancel)
-	m.mu.Lock()
-	m.turns[chatID] = tr
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.turns, chatID)
-		m.mu.Unlock()
-	}()
 	m.audit(ctx, AuditEvent{Actor: "host", Type: "watch.turn", Risk: "low", ChatID: chatID,
 		Summary: "watch event delivered into the chat", Payload: map[string]any{"watchId": t.WatchID, "eventId": t.EventID, "fallback": t.Fallback != ""}})
-
-	out, runErr := m.watchTurn(turnCtx, chatID, tr, t)
-	tr.outputStarted()
-	if err := tr.journal.close(); err != nil && runErr == nil {
-		runErr = fmt.Errorf("the notification could not be saved: %w", err)
-	}
-	result := protocol.TurnResult{OK: runErr == nil, Text: out.Text, MessageID: out.MessageID}
-	if runErr != nil {
-		m.cacheSession(chatID, nil)
-		result.Error = runErr.Error()
-	} else if err := m.opts.Store.SetUnread(context.WithoutCancel(ctx), chatID, true); err == nil {
-		if c, err := m.opts.Store.Get(context.WithoutCancel(ctx), chatID); err == nil {
-			m.broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*c)})
+	out := m.runTurnLocked(ctx, chatID, turnSpec{attribution: WatchAttribution, watch: &t, beforeDone: func(out turnOutcome) {
+		if out.err != nil {
+			return
 		}
-	}
-	m.publish(chatID, protocol.TurnDone{Envelope: protocol.Env(protocol.TypeTurnDone, ""), ChatID: chatID, TurnID: tr.id, TurnResult: result})
-	return out, runErr
-}
-
-func (m *ChatManager) watchTurn(ctx context.Context, chatID string, tr *turn, t watch.Turn) (watch.Delivered, error) {
-	out := watch.Delivered{ChatID: chatID}
-	history := m.cachedSession(chatID)
-	if history == nil {
-		var err error
-		if history, err = m.opts.Store.Session(context.WithoutCancel(ctx), chatID); err != nil {
-			return out, err
+		if err := m.opts.Store.SetUnread(context.WithoutCancel(ctx), chatID, true); err == nil {
+			if c, err := m.opts.Store.Get(context.WithoutCancel(ctx), chatID); err == nil {
+				m.broadcast(protocol.ChatUpdated{Envelope: protocol.Env(protocol.TypeChatUpdated, ""), Chat: toProtocolChat(*c)})
+			}
 		}
-	}
-	j := tr.journal
-	if t.Fallback != "" {
-		msg := protocol.AssistantMessage{Envelope: protocol.Env(protocol.TypeAssistantMessage, ""), ChatID: chatID, TurnID: tr.id,
-			MessageID: chats.NewID("asst"), Text: t.Fallback}
-		data, _ := json.Marshal(msg)
-		j.append(&chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data})
-		asst := llm.Message{Role: "assistant", Content: t.Fallback}
-		j.session(asst)
-		m.cacheSession(chatID, append(history[:len(history):len(history)], asst))
-		m.publish(chatID, msg)
-		m.audit(ctx, AuditEvent{Actor: "host", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "watch fallback notification",
-			Payload: map[string]any{"content": t.Fallback}})
-		out.MessageID, out.Text = msg.MessageID, t.Fallback
-		return out, nil
-	}
-
-	// The event is data in an automatic message, not the user speaking: it
-	// enters the model session but never the transcript.
-	prompt := llm.Message{Role: "user", Content: t.Prompt}
-	msgs := make([]llm.Message, 0, len(history)+2)
-	if m.opts.SystemPrompt != "" {
-		msgs = append(msgs, llm.Message{Role: "system", Content: m.opts.SystemPrompt})
-	}
-	msgs = append(append(msgs, history...), prompt)
-	pol, err := m.backgroundPolicy(t.Tools)
-	if err != nil {
-		return out, err
-	}
-	tools := policy.Wrap(t.Tools, policy.WrapOptions{Policy: pol, Approver: noApprover{},
-		NewID: func() string { return chats.NewID("appr") }, Observer: &policyObserver{m: m, chatID: chatID}})
-	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: tr, j: j, chatID: chatID, turnID: tr.id, cards: map[string]*cardState{}}
-	res, runErr := agent.Run(ctx, agent.RunOptions{Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
-		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on})
-	switch {
-	case runErr != nil:
-		return out, fmt.Errorf("watch turn: %w", runErr)
-	case res.Reason == agent.StopStepLimit:
-		return out, fmt.Errorf("watch turn stopped after %d model steps without a notification", res.Steps)
-	case strings.TrimSpace(res.Text) == "":
-		return out, errors.New("watch turn ended without a notification text")
-	}
-	// Only a completed turn enters the session, so a failed attempt leaves
-	// no dangling automatic prompt behind for the retry.
-	j.session(append([]llm.Message{prompt}, res.Messages...)...)
-	m.cacheSession(chatID, append(append(history[:len(history):len(history)], prompt), res.Messages...))
-	out.MessageID, out.Text = rec.lastMessageID, strings.TrimSpace(res.Text)
-	return out, nil
+	}})
+	return watch.Delivered{ChatID: chatID, MessageID: out.result.MessageID, Text: out.result.Text}, out.err
 }
 
 // backgroundPolicy allows exactly the tools of this turn, except those the

@@ -114,7 +114,7 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 	case Allow:
 		return g.inner.Call(ctx, args)
 	case Deny:
-		return agent.ToolResult{Content: BlockedByPolicy, IsError: true}, nil
+		return agent.ToolResult{Content: BlockedByPolicy, IsError: true, Blocked: true}, nil
 	}
 
 	if err := g.schema.check(args); err != nil {
@@ -172,11 +172,11 @@ func (g *gated) Call(ctx context.Context, args json.RawMessage) (agent.ToolResul
 		}
 		effective = cleaned
 		if err := g.schema.check(effective); err != nil {
-			return agent.ToolResult{Content: "NOT DONE: the user's edited arguments do not match the tool's input schema: " + err.Error(), IsError: true}, nil
+			return blocked("NOT DONE: the user's edited arguments do not match the tool's input schema: "+err.Error(), ""), nil
 		}
 		if canPreflight {
 			if effective, err = pre.Preflight(ctx, effective); err != nil {
-				return agent.ToolResult{Content: "NOT DONE: the user's edited arguments are invalid: " + err.Error(), IsError: true}, nil
+				return blocked("NOT DONE: the user's edited arguments are invalid: "+err.Error(), ""), nil
 			}
 		}
 	}
@@ -195,7 +195,7 @@ func blocked(msg, note string) agent.ToolResult {
 	if note != "" {
 		msg += " The user's note: " + note
 	}
-	return agent.ToolResult{Content: msg, IsError: true}
+	return agent.ToolResult{Content: msg, IsError: true, Blocked: true}
 }
 
 // dropAbsentOptionals removes null-valued fields the schema does not

@@ -32,6 +32,7 @@ func TestDocExamples(t *testing.T) {
 		"tool.error": func() any { return &protocol.ToolEvent{} }, "approval.request": func() any { return &protocol.ApprovalRequest{} },
 		"approval.resolved": func() any { return &protocol.ApprovalResolved{} }, "question": func() any { return &protocol.Question{} },
 		"turn.done": func() any { return &protocol.TurnDone{} }, "error": func() any { return &protocol.Error{} },
+		"conversation.summarised": func() any { return &protocol.Summarised{} },
 	}
 	re := regexp.MustCompile("(?s)### ([a-z.]+)\n.*?```json\n(.*?)\n```")
 	seen := map[string]bool{}

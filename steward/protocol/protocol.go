@@ -59,6 +59,7 @@ const (
 	TypeQuestion         = "question"
 	TypeTurnDone         = "turn.done"
 	TypeError            = "error"
+	TypeSummarised       = "conversation.summarised"
 )
 
 // Envelope is the part every frame has.
@@ -179,7 +180,7 @@ type ChatDeleted struct {
 // user.message.saved, assistant.message, tool card or approval card).
 type Entry struct {
 	ID   string          `json:"id"`
-	Kind string          `json:"kind"` // user, assistant, tool, approval, error
+	Kind string          `json:"kind"` // user, assistant, tool, approval, error, summary
 	At   time.Time       `json:"at"`
 	Data json.RawMessage `json:"data"`
 }
@@ -300,6 +301,21 @@ type TurnResult struct {
 	// the technical chain, for the details).
 	Cause string `json:"cause,omitempty"`
 	Fix   string `json:"fix,omitempty"`
+}
+
+// Summarised says the older part of the chat's agent conversation was
+// replaced by a summary to fit the model's context (the transcript keeps
+// every entry). It is stored as a "summary" transcript entry at the point
+// where it happened; clients show it as a marked entry that expands to
+// the summary.
+type Summarised struct {
+	Envelope
+	ChatID    string `json:"chatId"`
+	TurnID    string `json:"turnId"`
+	EntryID   string `json:"entryId"`
+	Summary   string `json:"summary"`
+	Covered   int    `json:"coveredMessages"` // messages the summary stands for
+	Remaining int    `json:"remainingMessages"`
 }
 
 // TurnDone ends a turn.

@@ -8,8 +8,9 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/agentstack/agentstack/batchwrite"
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/sqlitedb"
@@ -83,15 +84,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is the usage ledger. Records are queued and written in batches by one
-// background writer so that recording never sits on a request's path; Flush
-// waits for the queue and Close drains it.
+// Store is the usage ledger. Records are queued and written in batches by
+// the shared batched writer so that recording never sits on a request's
+// path: it never blocks, drops (and counts) what does not fit or comes after
+// Close; Flush waits for the queue and Close drains it.
 type Store struct {
-	db    *sql.DB
-	log   *slog.Logger
-	queue chan any
-	wg    sync.WaitGroup
-	once  sync.Once
+	db *sql.DB
+	w  *batchwrite.Writer[any]
 
 	insReq, insAtt, insTool *sql.Stmt
 }
@@ -102,7 +101,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open usage ledger: %w", err)
 	}
-	s := &Store{db: db, log: opts.Logger, queue: make(chan any, 4096)}
+	s := &Store{db: db}
 	for _, p := range []struct {
 		dst **sql.Stmt
 		sql string
@@ -116,11 +115,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("prepare usage ledger statements: %w", err)
 		}
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.wg.Add(1)
-	go s.writer()
+	s.w = batchwrite.New(batchwrite.Options[any]{Write: s.write, Window: batchWindow, MaxBatch: 512, QueueSize: 4096,
+		Name: "usage ledger", Noun: "rows", Logger: opts.Logger})
 	return s, nil
 }
 
@@ -128,37 +124,24 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 func (s *Store) DB() *sql.DB { return s.db }
 
 // RecordRequest queues a gateway request row (implements gateway.Ledger).
-func (s *Store) RecordRequest(_ context.Context, r gateway.RequestRecord) { s.queue <- r }
+func (s *Store) RecordRequest(_ context.Context, r gateway.RequestRecord) { s.w.Add(r) }
 
 // RecordAttempt queues a provider attempt row (implements gateway.Ledger).
-func (s *Store) RecordAttempt(_ context.Context, a gateway.AttemptRecord) { s.queue <- a }
+func (s *Store) RecordAttempt(_ context.Context, a gateway.AttemptRecord) { s.w.Add(a) }
 
 // RecordTool queues a tool-call row.
-func (s *Store) RecordTool(_ context.Context, c ToolCall) { s.queue <- c }
+func (s *Store) RecordTool(_ context.Context, c ToolCall) { s.w.Add(c) }
 
-// flushReq asks the writer to signal when everything queued before it is written.
-type flushReq chan struct{}
+// Stats counts the rows queued, written, dropped (queue full or ledger
+// closed) and lost in failed writes since Open.
+func (s *Store) Stats() batchwrite.Stats { return s.w.Stats() }
 
 // Flush waits until every record queued before the call is written.
-func (s *Store) Flush(ctx context.Context) error {
-	done := make(flushReq)
-	select {
-	case s.queue <- done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Store) Flush(ctx context.Context) error { return s.w.Flush(ctx) }
 
 // Close writes what is queued and closes the database.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.queue) })
-	s.wg.Wait()
+	s.w.Close()
 	return s.db.Close()
 }
 
@@ -166,38 +149,6 @@ func (s *Store) Close() error {
 // one commit per window instead of one per request keeps the ledger off the
 // gateway's CPU budget under load.
 const batchWindow = 20 * time.Millisecond
-
-func (s *Store) writer() {
-	defer s.wg.Done()
-	batch := make([]any, 0, 512)
-	for item := range s.queue {
-		batch = append(batch[:0], item)
-		_, flushing := item.(flushReq)
-		window := time.NewTimer(batchWindow)
-	gather:
-		for !flushing && len(batch) < cap(batch) {
-			select {
-			case it, ok := <-s.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, it)
-				_, flushing = it.(flushReq)
-			case <-window.C:
-				break gather
-			}
-		}
-		window.Stop()
-		if err := s.write(batch); err != nil {
-			s.log.Error("usage ledger write failed; these rows are lost", "rows", len(batch), "err", err)
-		}
-		for _, it := range batch {
-			if f, ok := it.(flushReq); ok {
-				close(f)
-			}
-		}
-	}
-}
 
 func (s *Store) write(batch []any) error {
 	tx, err := s.db.Begin()

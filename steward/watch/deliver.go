@@ -397,7 +397,7 @@ func (g *guardedTool) Call(ctx context.Context, args json.RawMessage) (agent.Too
 			return agent.ToolResult{}, err
 		}
 		if refusal != "" {
-			return agent.ToolResult{Content: "NOT DONE: " + refusal, IsError: true}, nil
+			return agent.ToolResult{Content: "NOT DONE: " + refusal, IsError: true, Blocked: true}, nil
 		}
 		g.e.emit(ctx, Lifecycle{Type: "watch.action_claimed", WatchID: g.w.ID, ChatID: g.w.ChatID, EventID: g.ev.ID,
 			Summary: fmt.Sprintf("%s claimed for rule %s", name, rg.rule.ID), Payload: map[string]any{"tool": name, "args": json.RawMessage(frozen)}})
@@ -412,7 +412,7 @@ func (g *guardedTool) Call(ctx context.Context, args json.RawMessage) (agent.Too
 		return res, callErr
 	}
 	return agent.ToolResult{Content: "NOT DONE: these arguments are outside what the user approved for this watch (" +
-		strings.Join(reasons, "; ") + "). Do not retry with other values.", IsError: true}, nil
+		strings.Join(reasons, "; ") + "). Do not retry with other values.", IsError: true, Blocked: true}, nil
 }
 
 // claim writes the durable claim <eventId>:<ruleId>:<tool> unless it exists

@@ -414,6 +414,22 @@ func TestBrowserDesktop(t *testing.T) {
 		b.wait(`[...document.querySelectorAll('.msg.notice')].pop()?.textContent === 'Stopped.' && document.querySelector('.chat-view').dataset.running === '0'`)
 	})
 
+	t.Run("a conversation too long for the model is summarised, marked and expandable", func(t *testing.T) {
+		b.t = t
+		b.send("this is too long for you")
+		b.lastAssistant("you said: this is too long for you")
+		b.wait(`document.querySelector('details.msg.summary')?.textContent.includes('Earlier conversation summarised')`)
+		if open := eval[bool](b, `document.querySelector('details.msg.summary').open`); open {
+			t.Error("the summary is expanded before the user asks")
+		}
+		b.do(chromedp.Click(`details.msg.summary > summary`, chromedp.NodeVisible))
+		b.wait(`document.querySelector('details.msg.summary').open && document.querySelector('details.msg.summary strong')?.textContent === 'streaming'`)
+		// The entry is stored: a reload shows it at the same place, before the answer.
+		b.do(chromedp.Reload())
+		b.wait(`(() => { const s = document.querySelector('details.msg.summary'); const a = [...document.querySelectorAll('.msg.assistant')].pop();
+			return s && a && a.textContent.includes('too long for you') && (s.compareDocumentPosition(a) & Node.DOCUMENT_POSITION_FOLLOWING) })()`)
+	})
+
 	t.Run("model HTML never reaches the DOM", func(t *testing.T) {
 		b.t = t
 		b.click("#sidebar", "+ New chat")

@@ -79,6 +79,7 @@ type harness struct {
 	pushSent  []string            // paths the push service received
 	hold      chan struct{}       // the next plain reply streams its first chunk, then waits
 	seq       int
+	refused   bool // a message asking "too long for you" was refused once
 
 	bg *bgFixture // the background plane the System page shows
 }
@@ -289,6 +290,20 @@ func (h *harness) script(req llmtest.Request) llmtest.Reply {
 	}
 	last, _ := msgs[len(msgs)-1].(map[string]any)
 	content, _ := last["content"].(string)
+	if first, _ := msgs[0].(map[string]any); strings.HasPrefix(fmt.Sprint(first["content"]), "You compact the conversation") {
+		return llmtest.Reply{Content: "Summary: the user tried **streaming**, tools and approvals."}
+	}
+	if strings.Contains(content, "too long for you") {
+		// The provider refuses the conversation as too long once; the host
+		// summarises the earlier part and asks again.
+		h.mu.Lock()
+		refuse := !h.refused
+		h.refused = true
+		h.mu.Unlock()
+		if refuse {
+			return llmtest.Reply{Status: 400, ErrorMessage: "context_length_exceeded: the conversation is too long"}
+		}
+	}
 	if last["role"] == "tool" {
 		return llmtest.Reply{Content: "Done: " + strings.SplitN(content, "\n", 2)[0]}
 	}

@@ -7,15 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentstack/agentstack/search"
+
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/config"
 )
 
-// Embedder turns texts into vectors, one per text in order. A nil or
-// wrong-length vector marks that text as failed.
-type Embedder interface {
-	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}
+// Embedder is the shared search.Embedder.
+type Embedder = search.Embedder
 
 // Usage attribution sent with every document embedding request.
 const (

@@ -9,14 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentstack/agentstack/search"
+
 	"github.com/agentstack/agentstack/llm"
 )
 
-// Embedder turns texts into vectors. A nil vector at some index means that
-// item failed while the others succeeded; an error means the whole call failed.
-type Embedder interface {
-	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}
+// Embedder is the shared search.Embedder.
+type Embedder = search.Embedder
 
 // DefaultEmbedModel is the gateway's public embedding model.
 const DefaultEmbedModel = "local-embed"

@@ -10,7 +10,7 @@ import {
 } from './cards.js';
 
 const STORED = new Set(['user.message.saved', 'assistant.message', 'tool.start', 'tool.result', 'tool.error',
-  'approval.request', 'approval.resolved', 'turn.done']);
+  'approval.request', 'approval.resolved', 'turn.done', 'conversation.summarised']);
 
 export class ChatView {
   // app gives conn, chats (Map), pending (Map approvalId → request), toast().
@@ -168,6 +168,7 @@ export class ChatView {
       }
       case 'error': this.log.append(this.errorLine(d)); break;
       case 'control': this.log.append(h('div', { class: 'control-note', role: 'note' }, 'Steward started this call on its own; the words below are the conversation.')); break;
+      case 'summary': this.log.append(this.summaryEntry(d)); break;
       default: break;
     }
   }
@@ -197,6 +198,15 @@ export class ChatView {
   assistantBubble(text, messageId) {
     const body = h('div', { class: 'bubble md' }, renderMarkdown(text));
     return h('div', { class: 'msg assistant', dataset: { messageId: messageId || '' } }, body);
+  }
+
+  // summaryEntry marks where the model's memory of the chat was summarised
+  // to fit its context; it expands to the summary the model now works from.
+  summaryEntry(d) {
+    return h('details', { class: 'msg summary', dataset: { entryId: d.entryId || '' } },
+      h('summary', null, 'Earlier conversation summarised',
+        h('span', { class: 'muted' }, ` (${d.coveredMessages || 0} messages)`)),
+      h('div', { class: 'bubble md' }, renderMarkdown(d.summary || '')));
   }
 
   // errorLine shows how a turn ended without an answer: "Stopped." for the
@@ -258,6 +268,13 @@ export class ChatView {
       case 'tool.error':
         this.onTool(f);
         break;
+      case 'conversation.summarised': {
+        this.entries.push({ id: f.entryId, kind: 'summary', at: new Date().toISOString(), data: f });
+        const el = this.summaryEntry(f);
+        // Before the reply being streamed, which comes after it.
+        if (this.stream) this.log.insertBefore(el, this.stream.el); else this.log.append(el);
+        break;
+      }
       case 'approval.request':
         if (!this.approvalEls.has(f.approvalId)) {
           this.entries.push({ id: f.approvalId, kind: 'approval', at: new Date().toISOString(),

@@ -1,0 +1,311 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/jpeg" // RasterTokens reads JPEG headers
+	_ "image/png"  // and PNG headers
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/agentstack/agentstack/llm"
+)
+
+// EstimateTokens estimates the prompt tokens of a request: a quarter of its
+// JSON size, which errs on the high side for prose and code alike. Images
+// count as their raster reservation (RasterTokens), not as base64 text: a
+// 2 MB screenshot is about a thousand tokens, not half a million.
+func EstimateTokens(msgs []llm.Message, tools []llm.Tool) int {
+	reserve := 0
+	if slices.ContainsFunc(msgs, func(m llm.Message) bool { return len(m.Images) > 0 }) {
+		msgs = slices.Clone(msgs)
+		for i := range msgs {
+			for _, img := range msgs[i].Images {
+				reserve += RasterTokens(img)
+			}
+			msgs[i].Images = nil
+		}
+	}
+	b, _ := json.Marshal(msgs)
+	t, _ := json.Marshal(tools)
+	return (len(b)+len(t)+3)/4 + reserve
+}
+
+// RasterTokens is an image's token reservation, 2·⌈w/32⌉·⌈h/32⌉ (0 when its
+// PNG or JPEG header cannot be read).
+func RasterTokens(img llm.Image) int {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data))
+	if err != nil {
+		return 0
+	}
+	return 2 * ((cfg.Width + 31) / 32) * ((cfg.Height + 31) / 32)
+}
+
+// Default budget fractions.
+const (
+	DefaultUtilization  = 0.9
+	DefaultTrigger      = 0.8
+	DefaultTail         = 0.3
+	DefaultOutputTokens = 4096
+)
+
+// Budget is how much of a model's context window a conversation may use.
+type Budget struct {
+	// ContextWindow is the model's context in tokens; 0 when unknown (only
+	// a provider's context-length rejection then compacts).
+	ContextWindow int
+	// MaxOutput is reserved for the reply (default DefaultOutputTokens).
+	MaxOutput int
+	// Utilization is the share of the window considered safe to fill
+	// (default DefaultUtilization).
+	Utilization float64
+	// Trigger is the share of the usable input at which a conversation is
+	// compacted before the next model step (default DefaultTrigger).
+	Trigger float64
+}
+
+// UsableInput is floor(window × utilisation) − reserved output, or 0 when
+// the window is unknown.
+func (b Budget) UsableInput() int {
+	if b.ContextWindow <= 0 {
+		return 0
+	}
+	u := b.Utilization
+	if u <= 0 {
+		u = DefaultUtilization
+	}
+	out := b.MaxOutput
+	if out <= 0 {
+		out = DefaultOutputTokens
+	}
+	return max(int(math.Floor(float64(b.ContextWindow)*u))-out, 0)
+}
+
+// Over reports whether a request of tokens should be compacted first.
+func (b Budget) Over(tokens int) bool {
+	usable := b.UsableInput()
+	if usable <= 0 {
+		return false
+	}
+	t := b.Trigger
+	if t <= 0 {
+		t = DefaultTrigger
+	}
+	return float64(tokens) >= t*float64(usable)
+}
+
+// CompactStep is what a Compactor sees before a model step.
+type CompactStep struct {
+	// Messages are the conversation about to be sent.
+	Messages []llm.Message
+	Tools    []llm.Tool
+	// Model and ModelName are the run's, for a summary step.
+	Model     Model
+	ModelName string
+	// Rejected says the provider has just refused the conversation as too
+	// long for its context: compact harder, whatever the estimate says.
+	Rejected bool
+}
+
+// Compaction is a conversation made shorter.
+type Compaction struct {
+	// Messages replace the whole conversation.
+	Messages []llm.Message
+	// Summary is the text that stands for the covered messages.
+	Summary string
+	// Covered is how many messages of the old conversation the summary
+	// replaced (they were its first non-system messages).
+	Covered int
+}
+
+// Compactor is asked before each model step whether the conversation must be
+// made shorter. It returns nil when nothing needs (or can) be compacted.
+// The loop keeps every tool call paired with its result, so a Compactor may
+// only cut where no tool result would lose its call.
+type Compactor interface {
+	Compact(ctx context.Context, step CompactStep) (*Compaction, error)
+}
+
+// SummaryPrefix opens the message that carries a summary of earlier
+// conversation, so that a later compaction (and a reader of a stored
+// session) can tell it from what the user said.
+const SummaryPrefix = "[Earlier conversation summarised]\n"
+
+// IsSummary reports whether m is a summary message made by SummaryCompactor.
+func IsSummary(m llm.Message) bool {
+	return m.Role == "user" && strings.HasPrefix(m.Content, SummaryPrefix)
+}
+
+// DefaultSummaryPrompt instructs the summary step of SummaryCompactor.
+const DefaultSummaryPrompt = "You compact the conversation between a user and their assistant so that it can continue. " +
+	"Write a faithful summary of the transcript you are given: what the user asked and decided, the facts found with the tools " +
+	"(names, dates, paths, identifiers and numbers exactly), actions taken and their outcome, open questions and what was to happen next. " +
+	"Do not invent anything and do not address the user."
+
+// SummaryCompactor replaces the older part of a conversation with a summary
+// written by the model, keeping a tail of recent messages verbatim. The
+// leading system messages are always kept; the cut never separates a tool
+// result from its call.
+type SummaryCompactor struct {
+	Budget Budget
+	// TailFraction is the share of the usable input kept verbatim (default
+	// DefaultTail); after a rejection at most half the conversation is kept.
+	TailFraction float64
+	// SummaryModel is the public model name of the summary step (default
+	// the run's).
+	SummaryModel string
+	// SummaryMaxTokens bounds the summary (default 2000).
+	SummaryMaxTokens int
+	// Prompt instructs the summary step (default DefaultSummaryPrompt).
+	Prompt string
+}
+
+// maxSummaryRowChars bounds one message in the summariser's transcript.
+const maxSummaryRowChars = 4000
+
+// Compact implements Compactor.
+func (c *SummaryCompactor) Compact(ctx context.Context, step CompactStep) (*Compaction, error) {
+	msgs := step.Messages
+	if !step.Rejected && !c.Budget.Over(EstimateTokens(msgs, step.Tools)) {
+		return nil, nil
+	}
+	lead := 0
+	for lead < len(msgs) && msgs[lead].Role == "system" {
+		lead++
+	}
+	body := msgs[lead:]
+	size := func(m llm.Message) int { return EstimateTokens([]llm.Message{m}, nil) }
+	tail := c.TailFraction
+	if tail <= 0 {
+		tail = DefaultTail
+	}
+	tailBudget := int(tail * float64(c.Budget.UsableInput()))
+	if step.Rejected || tailBudget <= 0 {
+		total := 0
+		for _, m := range body {
+			total += size(m)
+		}
+		if tailBudget <= 0 {
+			tailBudget = total / 2
+		}
+		tailBudget = min(tailBudget, total/2)
+	}
+	cut, kept := -1, 0
+	for i := len(body) - 1; i > 0; i-- {
+		kept += size(body[i])
+		if kept > tailBudget {
+			break
+		}
+		if body[i].Role != "tool" {
+			cut = i
+		}
+	}
+	if cut < 0 {
+		// The newest round alone exceeds the tail: keep its start.
+		for i := len(body) - 1; i > 0; i-- {
+			if body[i].Role != "tool" {
+				cut = i
+				break
+			}
+		}
+	}
+	if cut <= 0 {
+		return nil, nil
+	}
+	text, err := c.summarize(ctx, step, body[:cut])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]llm.Message, 0, lead+1+len(body)-cut)
+	out = append(out, msgs[:lead]...)
+	out = append(out, llm.Message{Role: "user", Content: SummaryPrefix + text})
+	out = append(out, body[cut:]...)
+	return &Compaction{Messages: out, Summary: text, Covered: cut}, nil
+}
+
+func (c *SummaryCompactor) summarize(ctx context.Context, step CompactStep, covered []llm.Message) (string, error) {
+	model := c.SummaryModel
+	if model == "" {
+		model = step.ModelName
+	}
+	maxTokens := c.SummaryMaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 2000
+	}
+	prompt := c.Prompt
+	if prompt == "" {
+		prompt = DefaultSummaryPrompt
+	}
+	budget := max(c.Budget.UsableInput()*4*3/4, 16<<10)
+	req := &llm.ChatRequest{Model: model, MaxTokens: maxTokens, Messages: []llm.Message{
+		{Role: "system", Content: prompt},
+		{Role: "user", Content: Transcript(covered, budget)},
+	}}
+	resp, err := step.Model.ChatStream(ctx, req, func(llm.StreamChunk) error { return nil })
+	if err != nil {
+		return "", fmt.Errorf("summarise %d earlier messages: %w", len(covered), err)
+	}
+	if resp == nil || len(resp.Choices) == 0 || strings.TrimSpace(resp.Choices[0].Message.Content) == "" {
+		return "", fmt.Errorf("summarise %d earlier messages: the model returned no text", len(covered))
+	}
+	return strings.TrimSpace(resp.Choices[0].Message.Content), nil
+}
+
+// Transcript renders messages as plain text for a summariser, keeping the
+// newest when the whole exceeds budget bytes.
+func Transcript(msgs []llm.Message, budget int) string {
+	var parts []string
+	for _, m := range msgs {
+		var s string
+		switch {
+		case IsSummary(m):
+			s = "EARLIER SUMMARY: " + strings.TrimPrefix(m.Content, SummaryPrefix)
+		case m.Role == "tool":
+			s = "TOOL RESULT " + m.ToolCallID + ": " + m.Content
+		default:
+			s = strings.ToUpper(m.Role) + ": " + m.Content
+			for _, tc := range m.ToolCalls {
+				s += fmt.Sprintf("\nTOOL CALL %s %s %s", tc.ID, tc.Function.Name, tc.Function.Arguments)
+			}
+		}
+		parts = append(parts, TruncateMarked(s, maxSummaryRowChars))
+	}
+	return JoinNewest(parts, budget)
+}
+
+// TruncateMarked shortens s to at most n bytes on a rune boundary, marking
+// the cut.
+func TruncateMarked(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return Truncate(s, n) + " …[truncated]"
+}
+
+// Truncate shortens s to at most n bytes on a rune boundary.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// JoinNewest joins parts with blank lines, dropping the oldest (marked) when
+// the whole would exceed budget bytes.
+func JoinNewest(parts []string, budget int) string {
+	total := 0
+	for i := len(parts) - 1; i >= 0; i-- {
+		total += len(parts[i]) + 2
+		if total > budget {
+			return "…[older rows omitted]\n\n" + strings.Join(parts[i+1:], "\n\n")
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}

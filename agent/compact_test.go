@@ -1,0 +1,144 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
+)
+
+func TestBudget(t *testing.T) {
+	for _, tc := range []struct {
+		b      agent.Budget
+		usable int
+		over   int // smallest token count that triggers
+	}{
+		{agent.Budget{ContextWindow: 8192, MaxOutput: 1024}, 6348, 5079},
+		{agent.Budget{ContextWindow: 100_000, Utilization: 0.5, Trigger: 0.5, MaxOutput: 10_000}, 40_000, 20_000},
+		{agent.Budget{ContextWindow: 4000}, 0, -1}, // the default output reserve leaves nothing
+		{agent.Budget{}, 0, -1},
+	} {
+		if got := tc.b.UsableInput(); got != tc.usable {
+			t.Errorf("%+v: usable %d, want %d", tc.b, got, tc.usable)
+		}
+		if tc.over < 0 {
+			if tc.b.Over(1 << 30) {
+				t.Errorf("%+v: over without a usable budget", tc.b)
+			}
+			continue
+		}
+		if tc.b.Over(tc.over-1) || !tc.b.Over(tc.over) {
+			t.Errorf("%+v: trigger is not at %d", tc.b, tc.over)
+		}
+	}
+}
+
+// history builds n rounds of a conversation, each with a tool call and its result.
+func history(n int) []llm.Message {
+	msgs := []llm.Message{{Role: "system", Content: "be brief"}}
+	for i := range n {
+		id := "c" + strings.Repeat("x", i%3) + string(rune('a'+i%26))
+		msgs = append(msgs,
+			llm.Message{Role: "user", Content: "question " + strings.Repeat("word ", 60)},
+			llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{call(id, "lookup", `{"q":"x"}`)}},
+			llm.Message{Role: "tool", ToolCallID: id, Content: "result " + strings.Repeat("data ", 60)},
+			llm.Message{Role: "assistant", Content: "answer " + strings.Repeat("text ", 30)},
+		)
+	}
+	return msgs
+}
+
+func paired(t *testing.T, msgs []llm.Message) {
+	t.Helper()
+	if err := agent.CheckPairing(msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSummaryCompactorBeforeAStep(t *testing.T) {
+	srv, client := setup(t)
+	srv.Enqueue("summarizer", llmtest.Reply{Content: "The user asked many questions; lookup found data each time."})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "Here you are."})
+	msgs := append(history(16), llm.Message{Role: "user", Content: "and now?"})
+	b := agent.Budget{ContextWindow: 6000, MaxOutput: 1000}
+	if !b.Over(agent.EstimateTokens(msgs, nil)) {
+		t.Fatalf("the test conversation (%d tokens) does not exceed the budget", agent.EstimateTokens(msgs, nil))
+	}
+	rec := &recorder{}
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs, OnEvent: rec.on,
+		Compactor: &agent.SummaryCompactor{Budget: b, SummaryModel: "summarizer"}})
+	if err != nil || res.Text != "Here you are." {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if got := rec.kinds(); got != "Compacted AssistantDelta AssistantMessage Done" {
+		t.Fatalf("events %s", got)
+	}
+	if len(res.Compactions) != 1 || res.History == nil {
+		t.Fatalf("compactions %d, history %d", len(res.Compactions), len(res.History))
+	}
+	h := res.History
+	if h[0].Content != "be brief" || !agent.IsSummary(h[1]) || !strings.Contains(h[1].Content, "lookup found data") {
+		t.Fatalf("history starts %+v %+v", h[0], h[1])
+	}
+	if last := h[len(h)-1]; last.Content != "Here you are." || h[len(h)-2].Content != "and now?" {
+		t.Fatalf("history ends %+v", h[len(h)-2:])
+	}
+	paired(t, h)
+	if c := res.Compactions[0]; c.Covered+len(h)-2 != len(msgs) {
+		t.Fatalf("covered %d of %d messages, kept %d", c.Covered, len(msgs), len(h)-3)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || reqs[0].Model != "summarizer" || !strings.Contains(string(reqs[0].Raw), "TOOL CALL") {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if n := agent.EstimateTokens(h[:len(h)-1], nil); b.Over(n) {
+		t.Fatalf("the compacted conversation (%d tokens) is still over the budget", n)
+	}
+}
+
+func TestContextRejectionCompactsAndRetries(t *testing.T) {
+	srv, client := setup(t)
+	srv.ContextWindow = 5000
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "summary of it all"}, llmtest.Reply{Content: "answered"})
+	msgs := append(history(22), llm.Message{Role: "user", Content: "and now?"})
+	rec := &recorder{}
+	// No window known: only the provider's rejection compacts.
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs, OnEvent: rec.on,
+		Compactor: &agent.SummaryCompactor{}})
+	if err != nil || res.Text != "answered" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if got := rec.kinds(); got != "Compacted AssistantDelta AssistantMessage Done" {
+		t.Fatalf("events %s", got)
+	}
+	paired(t, res.History)
+	if len(res.History) >= len(msgs) {
+		t.Fatalf("history %d messages, was %d", len(res.History), len(msgs))
+	}
+}
+
+func TestCompactorKeepsPairsInsideATurn(t *testing.T) {
+	srv, client := setup(t)
+	// A turn whose own tool results push it over: the second step compacts.
+	big := strings.Repeat("data ", 1500)
+	srv.Enqueue("tier-5", llmtest.Reply{ToolCalls: []llm.ToolCall{call("t1", "lookup", `{"q":"a"}`), call("t2", "lookup", `{"q":"b"}`)}})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "summary"}, llmtest.Reply{Content: "done"})
+	tool := agent.ToolFunc{ToolSpec: agent.ToolSpec{Name: "lookup"}, Fn: func(context.Context, json.RawMessage) (agent.ToolResult, error) {
+		return agent.ToolResult{Content: big}, nil
+	}}
+	msgs := append(history(4), llm.Message{Role: "user", Content: "go"})
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs, Tools: []agent.Tool{tool},
+		Compactor: &agent.SummaryCompactor{Budget: agent.Budget{ContextWindow: 6000, MaxOutput: 1000}}})
+	if err != nil || res.Text != "done" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if len(res.Messages) != 4 { // call, two results, answer
+		t.Fatalf("run messages %d", len(res.Messages))
+	}
+	paired(t, res.History)
+	paired(t, res.Messages)
+}
