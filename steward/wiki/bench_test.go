@@ -46,12 +46,14 @@ func BenchmarkReindex(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		st, err := s.Reindex(ctx)
 		if err != nil || st.Total != 2000 {
 			b.Fatalf("reindex: %+v, %v", st, err)
 		}
 	}
+	// On a shared machine the CPU rate is the comparable one.
 	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(2000*b.N)/(cpuTime()-cpu0).Seconds(), "pages/cpu-s")
 }
