@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentstack/agentstack/yamlstrict"
 )
@@ -136,7 +137,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &cfg, nil
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // Validate checks that every name the file uses resolves, reporting all
 // problems at once with the key that holds them.
@@ -153,7 +154,7 @@ func (c *Config) Validate() error {
 		} else if u.User != nil {
 			errs = append(errs, fmt.Errorf("providers.%s.base_url: credentials in the URL are not allowed; use api_key_env", name))
 		}
-		if p.APIKeyEnv != "" && !envName.MatchString(p.APIKeyEnv) {
+		if p.APIKeyEnv != "" && !envName().MatchString(p.APIKeyEnv) {
 			// The value is not echoed: a user who pasted the key itself here
 			// must not find it in a log.
 			errs = append(errs, fmt.Errorf("providers.%s.api_key_env: not an environment variable name (put the variable's name here, never the key)", name))

@@ -80,6 +80,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -163,11 +164,15 @@ func cut(s string, limit int) string {
 }
 
 var (
-	pemRe     = regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)`)
-	urlCredRe = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#@"'<>]+@`)
-	bearerRe  = regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]+=*`)
-	skRe      = regexp.MustCompile(`\b(sk[-_])[A-Za-z0-9_\-]{16,}`)
-	tokenRe   = regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16,}|AIza[0-9A-Za-z_\-]{30,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)`)
+	pemRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)`)
+	})
+	urlCredRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#@"'<>]+@`) })
+	bearerRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]+=*`) })
+	skRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b(sk[-_])[A-Za-z0-9_\-]{16,}`) })
+	tokenRe   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16,}|AIza[0-9A-Za-z_\-]{30,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)`)
+	})
 )
 
 // maskSecrets applies the string masks. PEM blocks go first so that an
@@ -178,21 +183,21 @@ func maskSecrets(s string) string {
 	// The substring checks skip regexps that cannot match: Go's regexp
 	// engine costs about a microsecond per hundred bytes even on a miss.
 	if strings.Contains(s, "PRIVATE KEY-----") {
-		s = pemRe.ReplaceAllLiteralString(s, MaskPrivateKey)
+		s = pemRe().ReplaceAllLiteralString(s, MaskPrivateKey)
 	}
 	s = maskAssignments(s)
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
-		s = urlCredRe.ReplaceAllString(s, "${1}"+Mask+"@")
+		s = urlCredRe().ReplaceAllString(s, "${1}"+Mask+"@")
 	}
 	if containsFold(s, "bearer") {
-		s = bearerRe.ReplaceAllString(s, "${1}"+Mask)
+		s = bearerRe().ReplaceAllString(s, "${1}"+Mask)
 	}
 	if strings.Contains(s, "sk-") || strings.Contains(s, "sk_") {
-		s = skRe.ReplaceAllString(s, "${1}"+Mask)
+		s = skRe().ReplaceAllString(s, "${1}"+Mask)
 	}
 	for _, p := range tokenPrefixes {
 		if strings.Contains(s, p) {
-			s = tokenRe.ReplaceAllLiteralString(s, Mask)
+			s = tokenRe().ReplaceAllLiteralString(s, Mask)
 			break
 		}
 	}

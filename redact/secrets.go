@@ -8,12 +8,44 @@ import (
 
 // credentialPatterns are the finite credential families Secrets masks in
 // text shown to models and operators. This is a defence, not a guarantee.
-var credentialPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}`),
-	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+// Each pattern runs only on text holding its literal marker: every operator
+// response passes through here, and a regexp costs about a microsecond per
+// hundred bytes even when it finds nothing.
+var credentialPatterns = []struct {
+	re      *regexp.Regexp
+	markers []string // at least one must occur (bearer: in any case)
+}{
+	{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}`), nil},
+	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), []string{"sk-"}},
+	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
+	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), []string{"AKIA"}},
+	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`), []string{"PRIVATE KEY-----"}},
+}
+
+// mayMatch reports whether text holds one of the markers; no markers means
+// the case-insensitive word "bearer".
+func mayMatch(text string, markers []string) bool {
+	if markers == nil {
+		// ASCII folding is exact here: no letter of "bearer" has a
+		// non-ASCII case variant.
+		for i := strings.IndexAny(text, "bB"); i >= 0 && i+6 <= len(text); {
+			if strings.EqualFold(text[i:i+6], "bearer") {
+				return true
+			}
+			j := strings.IndexAny(text[i+1:], "bB")
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+		return false
+	}
+	for _, m := range markers {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretsMarker replaces what Secrets masks.
@@ -40,7 +72,11 @@ func Secrets(secrets []string) func(string) string {
 				text = strings.ReplaceAll(text, s, SecretsMarker)
 			}
 		}
-		for _, re := range credentialPatterns {
+		for _, p := range credentialPatterns {
+			if !mayMatch(text, p.markers) {
+				continue
+			}
+			re := p.re
 			text = re.ReplaceAllStringFunc(text, func(m string) string {
 				if sub := re.FindStringSubmatch(m); len(sub) > 1 {
 					return sub[1] + SecretsMarker

@@ -145,3 +145,24 @@ func TestCatalogueNamesAreConfigurable(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactorPatternsBehindMarkers: each credential family is still masked
+// with its literal marker in any position and case the pattern allows, and
+// text without any marker comes back unchanged.
+func TestRedactorPatternsBehindMarkers(t *testing.T) {
+	r := tools.NewRedactor(nil)
+	for _, tc := range []struct{ in, want string }{
+		{"auth: BEARER abcdefghijklmnop", "auth: BEARER [redacted]"},
+		{"auth: bEaReR abcdefghijklmnop", "auth: bEaReR [redacted]"},
+		{"b bear bearer abcdefghijklmnop", "b bear bearer [redacted]"},
+		{"token ghs_ABCDEFGHIJKLMNOPQRSTUVWX end", "token [redacted] end"},
+		{"id AKIAABCDEFGHIJKLMNOP.", "id [redacted]."},
+		{"-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[redacted]"},
+		{"sk-short and a bear", "sk-short and a bear"},
+		{"nothing secret here: ghost_ship AKIB", "nothing secret here: ghost_ship AKIB"},
+	} {
+		if got := r(tc.in); got != tc.want {
+			t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentstack/agentstack/search"
 )
@@ -47,14 +48,14 @@ type Index struct {
 	nCols       int
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var identifier = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // New returns the text index over the FTS5 table of opts in db. It panics
 // when a name is not a plain SQL identifier or the weights do not match the
 // columns: they are the program's constants, spliced into SQL.
 func New(db *sql.DB, opts Options) *Index {
 	for _, name := range append([]string{opts.Table}, opts.Columns...) {
-		if !identifier.MatchString(name) {
+		if !identifier().MatchString(name) {
 			panic(fmt.Sprintf("trigram.New: %q is not a plain SQL identifier", name))
 		}
 	}

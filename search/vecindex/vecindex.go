@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentstack/agentstack/search"
 
@@ -76,7 +77,7 @@ type Store struct {
 	opts Options
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var identifier = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // New returns the vector store of the index open in db. It panics when a
 // table or column name is not a plain SQL identifier, or Text is missing:
@@ -84,7 +85,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // input.
 func New(db *sql.DB, opts Options) *Store {
 	for _, name := range append([]string{opts.Rows, opts.Vectors, opts.Meta}, opts.TextColumns...) {
-		if !identifier.MatchString(name) {
+		if !identifier().MatchString(name) {
 			panic(fmt.Sprintf("vecindex.New: %q is not a plain SQL identifier", name))
 		}
 	}

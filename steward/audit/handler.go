@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -81,7 +82,7 @@ const (
 
 var (
 	filterParams = []string{"actor", "type", "risk", "chat", "tool", "correlation", "from", "to", "q", "limit", "before"}
-	labelRe      = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,63}$`)
+	labelRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,63}$`) })
 )
 
 // ParseFilter reads a Filter from /audit query parameters, refusing unknown,
@@ -107,7 +108,7 @@ func ParseFilter(q url.Values) (Filter, error) {
 	} {
 		v := get(p.name)
 		switch {
-		case p.label && v != "" && !labelRe.MatchString(v):
+		case p.label && v != "" && !labelRe().MatchString(v):
 			return f, fmt.Errorf("%s: %q is not a valid %s (letters, digits and _ . : - only, up to 64)", p.name, truncate(v), p.name)
 		case len(v) > maxParamLen:
 			return f, fmt.Errorf("%s: longer than %d bytes", p.name, maxParamLen)

@@ -134,7 +134,7 @@ func (r *Registry) Tools() []string {
 	return slices.Sorted(maps.Keys(r.caps))
 }
 
-var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.]+)\s*\}\}`)
+var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.]+)\s*\}\}`) })
 
 // contextPath accepts only state.* and event.* references.
 func contextPath(p string) bool {
@@ -194,11 +194,11 @@ func (fc FieldConstraint) validate() error {
 		if strings.TrimSpace(fc.Template) == "" || len(fc.Template) > 2000 {
 			return errors.New("template needs a text of at most 2000 characters")
 		}
-		rest := placeholder.ReplaceAllString(fc.Template, "")
+		rest := placeholder().ReplaceAllString(fc.Template, "")
 		if strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
 			return errors.New("template placeholders must look like {{state.field}} or {{event.field}}")
 		}
-		for _, m := range placeholder.FindAllStringSubmatch(fc.Template, -1) {
+		for _, m := range placeholder().FindAllStringSubmatch(fc.Template, -1) {
 			if !contextPath(m[1]) {
 				return fmt.Errorf("template placeholder %q must start with state. or event.", m[1])
 			}
@@ -311,8 +311,8 @@ func (fc FieldConstraint) resolve(doc map[string]any) (any, error) {
 		return fc.Value, nil
 	case ConstraintTemplate:
 		var missing []string
-		out := placeholder.ReplaceAllStringFunc(fc.Template, func(m string) string {
-			p := placeholder.FindStringSubmatch(m)[1]
+		out := placeholder().ReplaceAllStringFunc(fc.Template, func(m string) string {
+			p := placeholder().FindStringSubmatch(m)[1]
 			v, ok := lookup(doc, p)
 			if !ok || v == nil {
 				missing = append(missing, p)

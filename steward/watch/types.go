@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -199,7 +200,7 @@ const (
 	MaxExpiry      = 7 * 24 * time.Hour
 )
 
-var ruleIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var ruleIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // validateRules checks the source-neutral shape of rules. Grants are checked
 // separately against the capability registry.
@@ -216,7 +217,7 @@ func validateRules(rules []Rule) error {
 		if r.ID != "" {
 			where = fmt.Sprintf("rule %q", r.ID)
 		}
-		if !ruleIDPattern.MatchString(r.ID) {
+		if !ruleIDPattern().MatchString(r.ID) {
 			return fmt.Errorf("%s: id must be 1–64 letters, digits, '_', '-' or '.'", where)
 		}
 		if seen[r.ID] {
@@ -264,9 +265,9 @@ func validateRules(rules []Rule) error {
 	return nil
 }
 
-var pathPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`)
+var pathPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`) })
 
-func validPath(p string) bool { return len(p) <= 128 && pathPattern.MatchString(p) }
+func validPath(p string) bool { return len(p) <= 128 && pathPattern().MatchString(p) }
 
 // lookup resolves a dot path in decoded JSON.
 func lookup(v any, path string) (any, bool) {

@@ -31,3 +31,29 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReindex rebuilds the index of a generated 2,000-page vault (the
+// rebuild step of `steward bench wiki`, small enough to profile:
+// go test ./steward/wiki/ -run '^$' -bench Reindex -cpuprofile cpu.out).
+func BenchmarkReindex(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	if err := GenerateBenchVault(dir+"/vault", 2000, 10000); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(ctx, Options{Dir: dir + "/vault", IndexDir: dir + "/index"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		st, err := s.Reindex(ctx)
+		if err != nil || st.Total != 2000 {
+			b.Fatalf("reindex: %+v, %v", st, err)
+		}
+	}
+	// On a shared machine the CPU rate is the comparable one.
+	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(2000*b.N)/(cpuTime()-cpu0).Seconds(), "pages/cpu-s")
+}

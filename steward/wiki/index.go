@@ -190,6 +190,11 @@ func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[
 	if err := rows.Err(); err != nil {
 		return st, err
 	}
+	// The plain tables are written before the text tables are touched. A
+	// statement that needs a statement savepoint (the upsert below) makes
+	// every FTS5 table already in the transaction flush its pending terms
+	// to disk: interleaved, each page became a tiny segment of each text
+	// table, and merging those was most of a rebuild.
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO pages(path, kind, title, type, body, content_hash) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT(path) DO UPDATE SET kind=excluded.kind, title=excluded.title, type=excluded.type, body=excluded.body, content_hash=excluded.content_hash
 		RETURNING id`)
@@ -197,16 +202,14 @@ func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[
 		return st, err
 	}
 	defer ins.Close()
-	fts, err := tx.PrepareContext(ctx, "INSERT INTO pages_fts(rowid, title, body) VALUES (?, ?, ?)")
-	if err != nil {
-		return st, err
+	type written struct {
+		id          int64
+		path        string
+		update      bool
+		title, body string // folded
 	}
-	defer fts.Close()
-	tri, err := tx.PrepareContext(ctx, "INSERT INTO pages_tri(rowid, title, body) VALUES (?, ?, ?)")
-	if err != nil {
-		return st, err
-	}
-	defer tri.Close()
+	var changed []written
+	var gone []int64 // removed rows, whose text goes too
 	seen := make(map[string]bool, len(docs))
 	for _, d := range docs {
 		seen[d.path] = true
@@ -216,54 +219,69 @@ func (x *Index) sync(ctx context.Context, docs []indexDoc, full bool, scope map[
 		}
 		if ok {
 			st.Updated++
-			if err := x.deleteText(ctx, tx, old[0]); err != nil {
-				return st, err
-			}
 		} else {
 			st.Added++
 		}
-		var id int64
-		if err := ins.QueryRowContext(ctx, d.path, d.kind, d.title, d.typ, d.body, d.hash).Scan(&id); err != nil {
+		w := written{path: d.path, update: ok, title: search.Fold(d.title), body: search.Fold(d.body)}
+		if err := ins.QueryRowContext(ctx, d.path, d.kind, d.title, d.typ, d.body, d.hash).Scan(&w.id); err != nil {
 			return st, fmt.Errorf("index %s: %w", d.path, err)
 		}
-		ft, fb := search.Fold(d.title), search.Fold(d.body)
-		if _, err := fts.ExecContext(ctx, id, cjkBigrams(ft), cjkBigrams(fb)); err != nil {
-			return st, fmt.Errorf("index %s: %w", d.path, err)
-		}
-		if _, err := tri.ExecContext(ctx, id, ft, fb); err != nil {
-			return st, fmt.Errorf("index %s: %w", d.path, err)
-		}
+		changed = append(changed, w)
 	}
 	for p, old := range have {
 		if seen[p] || (scope != nil && !scope[p]) {
 			continue
 		}
 		st.Removed++
-		if err := x.deleteText(ctx, tx, old[0]); err != nil {
-			return st, err
-		}
 		var id int64
 		fmt.Sscan(old[0], &id)
 		if err := x.vecs.Delete(ctx, tx, id); err != nil {
 			return st, err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM pages WHERE id = ?", old[0]); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM pages WHERE id = ?", id); err != nil {
 			return st, err
+		}
+		gone = append(gone, id)
+	}
+	// One text table after the other, each with its old rows deleted
+	// before the new ones go in.
+	for _, table := range []string{"pages_fts", "pages_tri"} {
+		del, err := tx.PrepareContext(ctx, "DELETE FROM "+table+" WHERE rowid = ?")
+		if err != nil {
+			return st, err
+		}
+		defer del.Close()
+		put, err := tx.PrepareContext(ctx, "INSERT INTO "+table+"(rowid, title, body) VALUES (?, ?, ?)")
+		if err != nil {
+			return st, err
+		}
+		defer put.Close()
+		for _, id := range gone {
+			if _, err := del.ExecContext(ctx, id); err != nil {
+				return st, fmt.Errorf("unindex page %d: %w", id, err)
+			}
+		}
+		for _, w := range changed {
+			if w.update {
+				if _, err := del.ExecContext(ctx, w.id); err != nil {
+					return st, fmt.Errorf("unindex page %d: %w", w.id, err)
+				}
+			}
+		}
+		for _, w := range changed {
+			title, body := w.title, w.body
+			if table == "pages_fts" {
+				title, body = cjkBigrams(title), cjkBigrams(body)
+			}
+			if _, err := put.ExecContext(ctx, w.id, title, body); err != nil {
+				return st, fmt.Errorf("index %s: %w", w.path, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return st, fmt.Errorf("commit wiki index: %w", err)
 	}
 	return st, nil
-}
-
-func (x *Index) deleteText(ctx context.Context, tx *sql.Tx, id string) error {
-	for _, q := range []string{"DELETE FROM pages_fts WHERE rowid = ?", "DELETE FROM pages_tri WHERE rowid = ?"} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
-			return fmt.Errorf("unindex page %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // vaultDocs returns the rows the index should hold for the vault: every page,

@@ -101,7 +101,8 @@ function treeNode(ctx, card, cleanups) {
   return { li, id: card.id, expand, collapse, isOpen: () => lease !== null };
 }
 
-function treePanel(ctx) {
+// treePanel calls onRoot with each cards.get response of the root card.
+function treePanel(ctx, onRoot) {
   const cleanups = new Set();
   const list = h('ul', { class: 'tree', role: 'tree', 'aria-label': 'Card tree' });
   const el = h('section', { class: 'panel tree-panel', 'aria-labelledby': 'tree-h' }, h('h2', { id: 'tree-h' }, 'Cards'), list);
@@ -119,6 +120,7 @@ function treePanel(ctx) {
     row.querySelector(':scope > .failure')?.remove();
     if (r.error) { row.append(failure(r.error, loadRoot)); return; }
     const c = r.value.card;
+    onRoot(r.value);
     row.querySelector('.card-title').textContent = c.title;
     row.querySelector('.card-type').textContent = c.type;
     row.querySelector(':scope > .badge').replaceWith(badge(c.status));
@@ -153,10 +155,16 @@ export function analystPanel(ctx) {
   let offConv = null;
   const convReq = owner();
   const infoReq = owner();
+  let shown = null; // the rows last rendered, as JSON
   const loadTranscript = trailing(async () => {
     const r = await convReq.run((signal) => call('agents.conversation', { params: { id: session }, signal }));
     if (!r.current) return;
     if (r.error) { status.textContent = `Transcript not refreshed: ${r.error.message}`; return; }
+    // A turn sends both an analyst and a conversation hint; rebuilding an
+    // unchanged transcript would only hold the page's main thread.
+    const rows = JSON.stringify([session, r.value.rows]);
+    if (rows === shown) return;
+    shown = rows;
     const pending = transcript.querySelector('.optimistic');
     clear(transcript, renderRows(r.value.rows, { sessionId: session }), pending);
     transcript.scrollTop = transcript.scrollHeight;
@@ -213,15 +221,29 @@ function eventsPanel(ctx) {
   const list = h('ol', { class: 'events' });
   const el = h('section', { class: 'panel events-panel', 'aria-labelledby': 'events-h' }, h('h2', { id: 'events-h' }, 'Recent events'), list);
   const req = owner();
+  let known = null; // the event count at the last load
+  let shown = null; // the events last rendered, as JSON
   const load = trailing(async () => {
     const r = await req.run(async (signal) => {
+      // Once the count is known, one request from 15 before it, with room
+      // for what was added since, returns the tail; otherwise (first load,
+      // a burst, retention) the count is asked first.
+      if (known !== null) {
+        const page = await call('events.list', { query: { offset: Math.max(known - 15, 0), limit: 200 }, signal });
+        if (page.offset + page.events.length === page.total && page.events.length >= Math.min(15, page.total)) return page;
+      }
       const head = await call('events.list', { query: { limit: 1 }, signal });
       return call('events.list', { query: { offset: Math.max(head.total - 15, 0), limit: 15 }, signal });
     });
     if (!r.current) return;
     if (r.error) { list.before(failure(r.error, load)); return; }
+    known = r.value.total;
     el.querySelector('.failure')?.remove();
-    clear(list, r.value.events.slice().reverse().map((e) => h('li', {},
+    const tail = r.value.events.slice(-15);
+    const sig = JSON.stringify(tail);
+    if (sig === shown) return;
+    shown = sig;
+    clear(list, tail.reverse().map((e) => h('li', {},
       h('span', { class: 'mono small muted' }, fmtTime(e.ts)), ' ', h('strong', {}, e.type), ' ',
       h('span', { class: 'small' }, e.data ? Object.entries(e.data).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' ') : ''))));
   });
@@ -240,8 +262,17 @@ export function homeView(ctx) {
     const r = await objReq.run((signal) => call('cards.record', { params: { id: 'project', name: 'objective' }, signal }));
     if (r.current && !r.error) clear(goal, markdown(r.value.content));
   };
-  loadObjective();
-  const offObj = ctx.live.on('card', 'project', loadObjective);
+  // A root hint refetches the root card (the tree's row); its record
+  // descriptors say whether the objective changed, so the record itself is
+  // fetched only then.
+  let objectiveHead = null;
+  const onRoot = (got) => {
+    const d = got.records.find((x) => x.name === 'objective');
+    const key = d ? `${d.head_uuid}|${d.latest_version}|${d.revision}|${d.draft}` : '';
+    if (key === objectiveHead) return;
+    objectiveHead = key;
+    loadObjective();
+  };
   const ctl = controlPanel(ctx);
   const off = ctx.runtime.subscribe((state) => {
     const card = state?.project?.card;
@@ -253,11 +284,11 @@ export function homeView(ctx) {
         run?.activations?.length ? ` · active: ${run.activations.join(' → ')}` : '',
         run?.last_run && run.status === 'stopped' ? ` · last run ${run.last_run.outcome}` : ''), goal);
   });
-  const tree = treePanel(ctx);
+  const tree = treePanel(ctx, onRoot);
   const analyst = analystPanel(ctx);
   const events = eventsPanel(ctx);
   const el = h('div', { class: 'home' },
     h('section', { class: 'panel head' }, objective, ctl.el),
     tree.el, analyst.el, events.el);
-  return { el, title: 'Home', destroy() { off(); offObj(); objReq.abort(); ctl.destroy(); tree.destroy(); analyst.destroy(); events.destroy(); } };
+  return { el, title: 'Home', destroy() { off(); objReq.abort(); ctl.destroy(); tree.destroy(); analyst.destroy(); events.destroy(); } };
 }

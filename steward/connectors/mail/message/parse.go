@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gomessage "github.com/emersion/go-message"
@@ -356,7 +357,7 @@ func (p *parser) disposition(h textproto.Header) (string, map[string]string) {
 	return strings.ToLower(d), params
 }
 
-var paramRe = regexp.MustCompile(`(?i)([a-z0-9_*.-]+)\s*=\s*("([^"]*)"|[^;\s]+)`)
+var paramRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)([a-z0-9_*.-]+)\s*=\s*("([^"]*)"|[^;\s]+)`) })
 
 // lenientMediaType reads "type/sub; a=b" when mime.ParseMediaType refuses it
 // (duplicate parameters, unquoted specials, stray semicolons).
@@ -368,7 +369,7 @@ func lenientMediaType(v string) (string, map[string]string) {
 		end = len(v)
 	}
 	t, rest := v[:end], v[end:]
-	for _, m := range paramRe.FindAllStringSubmatch(rest, -1) {
+	for _, m := range paramRe().FindAllStringSubmatch(rest, -1) {
 		key := strings.ToLower(strings.TrimSuffix(m[1], "*"))
 		val := m[2]
 		if m[3] != "" || strings.HasPrefix(val, `"`) {
@@ -607,7 +608,9 @@ func (p *parser) clean(s string) string {
 	return strings.TrimSpace(out)
 }
 
-var addrRe = regexp.MustCompile(`[A-Za-z0-9._%+\-'=/!#$&*?^{|}~]+@[A-Za-z0-9.\-\[\]:]+`)
+var addrRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[A-Za-z0-9._%+\-'=/!#$&*?^{|}~]+@[A-Za-z0-9.\-\[\]:]+`)
+})
 
 // addresses reads an address list, falling back to picking out anything
 // that looks like an address when the header does not parse.
@@ -626,7 +629,7 @@ func (p *parser) addresses(mh gomail.Header, key string) []Address {
 	}
 	var out []Address
 	decoded := decodeWord(raw)
-	for _, m := range addrRe.FindAllStringIndex(decoded, 50) {
+	for _, m := range addrRe().FindAllStringIndex(decoded, 50) {
 		name := ""
 		if m[0] > 0 {
 			prefix := decoded[:m[0]]
@@ -664,12 +667,12 @@ func decodeWord(s string) string {
 	return s
 }
 
-var idRe = regexp.MustCompile(`<([^<>\s]+)>`)
+var idRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<([^<>\s]+)>`) })
 
 func msgIDs(v string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, m := range idRe.FindAllStringSubmatch(v, 200) {
+	for _, m := range idRe().FindAllStringSubmatch(v, 200) {
 		id := strings.TrimSpace(m[1])
 		if id != "" && !seen[id] && len(id) < 500 {
 			seen[id] = true
@@ -715,12 +718,12 @@ var dateLayouts = []string{
 	"02 Jan 2006",
 }
 
-var tzComment = regexp.MustCompile(`\s*\([^)]*\)\s*$`)
+var tzComment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s*\([^)]*\)\s*$`) })
 
 // parseDateLenient reads the dates that net/mail refuses: missing weekday
 // commas, comments, two-digit years, ISO forms.
 func parseDateLenient(v string) (time.Time, bool) {
-	v = strings.Join(strings.Fields(tzComment.ReplaceAllString(v, "")), " ")
+	v = strings.Join(strings.Fields(tzComment().ReplaceAllString(v, "")), " ")
 	v = strings.Replace(v, ",", ", ", 1)
 	v = strings.Join(strings.Fields(v), " ")
 	for _, l := range dateLayouts {

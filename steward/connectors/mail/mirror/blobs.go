@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -34,11 +35,11 @@ func NewBlobs(dir string) (*Blobs, error) {
 // ErrTooLarge reports content over the blob size cap; Put still returns its hash and size.
 var ErrTooLarge = errors.New("attachment larger than the blob size cap; not stored")
 
-var shaRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var shaRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // Path returns the file holding the blob sha, or an error for a malformed key.
 func (b *Blobs) Path(sha string) (string, error) {
-	if !shaRe.MatchString(sha) {
+	if !shaRe().MatchString(sha) {
 		return "", fmt.Errorf("blob key %q is not a SHA-256 hex digest", sha)
 	}
 	return filepath.Join(b.dir, sha[:2], sha), nil
@@ -136,7 +137,7 @@ func (b *Blobs) Sweep(keep func(sha string) bool) (int, error) {
 			}
 			return nil
 		}
-		if shaRe.MatchString(d.Name()) && !keep(d.Name()) {
+		if shaRe().MatchString(d.Name()) && !keep(d.Name()) {
 			if os.Remove(path) == nil {
 				removed++
 			}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/internal/archive"
 )
@@ -263,4 +264,79 @@ func TestKilledReconcileRescans(t *testing.T) {
 		t.Errorf("%d active messages after the kill and a reconcile, want %d (the killed run had %d)", c, n+6, before)
 	}
 	checkConsistent(t, s)
+}
+
+// TestOpenWritesOnlyWhatChanged: reopening the mirror with the same
+// accounts leaves mail.db byte for byte as it was (a short-lived command
+// pays no write), a changed account root is still recorded under the same
+// account id, and index changes a killed writer left queued are applied.
+func TestOpenWritesOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	acct, md := maildirAccount(t, "work", false)
+	mustAdd(t, md, "INBOX", archive.Message{From: "a@example.com", To: []string{"me@example.com"}, Subject: "hello", Body: "first", Date: day0}, "S")
+	opts := Options{DBPath: filepath.Join(dir, "mail.db"), BlobDir: filepath.Join(dir, "blobs"), Accounts: []mail.Account{acct}}
+	reopen := func(o Options) *Store {
+		t.Helper()
+		s, err := Open(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := reopen(opts)
+	runSync(t, s, Backfill)
+	var id int64
+	s.db.QueryRowContext(ctx, "SELECT id FROM accounts WHERE name = 'work'").Scan(&id)
+	s.Close()
+	// PRAGMA data_version on another connection changes with every commit
+	// of a write by anyone else.
+	watcher, err := sqlitedb.Open(ctx, opts.DBPath, sqlitedb.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	conn, err := watcher.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	dataVersion := func() (v int64) {
+		t.Helper()
+		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := dataVersion()
+	reopen(opts).Close()
+	if after := dataVersion(); after != before {
+		t.Errorf("reopening with unchanged accounts committed a write (data_version %d → %d)", before, after)
+	}
+
+	moved := acct
+	moved.Root = filepath.Join(t.TempDir(), "elsewhere")
+	opts.Accounts = []mail.Account{moved}
+	s = reopen(opts)
+	var id2 int64
+	var root string
+	s.db.QueryRowContext(ctx, "SELECT id, root FROM accounts WHERE name = 'work'").Scan(&id2, &root)
+	if id2 != id || root != moved.Root {
+		t.Errorf("account after a root change = %d %q, want %d %q", id2, root, id, moved.Root)
+	}
+	// A writer killed between queueing and flushing leaves rows behind.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO fts_queue(op, id, subject, sender, recipients, cc, body)
+		VALUES('i', 4242, 'leftover', 'x@example.com', '', '', 'queued text')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = reopen(opts)
+	defer s.Close()
+	var queued int
+	var hit int64
+	s.db.QueryRowContext(ctx, "SELECT count(*) FROM fts_queue").Scan(&queued)
+	s.db.QueryRowContext(ctx, "SELECT rowid FROM message_fts WHERE message_fts MATCH 'leftover'").Scan(&hit)
+	if queued != 0 || hit != 4242 {
+		t.Errorf("after reopen: %d queued, full-text hit %d, want 0 and 4242", queued, hit)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agentstack/agentstack/search"
@@ -26,14 +27,16 @@ func Identity(messageID, account, mailbox, fileKey string) string {
 // replyPrefix matches the reply and forward markers mail clients put before a
 // subject, in the languages Steward's users write in, with counters ("Re[2]:")
 // and list tags ("[team] ").
-var replyPrefix = regexp.MustCompile(`(?i)^\s*(?:(?:re|fwd?|aw|wg|sv|vs|tr|rif|r|i|antw|réf|ref|enc|res|odp|vl)\s*(?:\[\d+\]|\(\d+\))?\s*[:：]|\[[^\]]{1,40}\])\s*`)
+var replyPrefix = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)^\s*(?:(?:re|fwd?|aw|wg|sv|vs|tr|rif|r|i|antw|réf|ref|enc|res|odp|vl)\s*(?:\[\d+\]|\(\d+\))?\s*[:：]|\[[^\]]{1,40}\])\s*`)
+})
 
 // NormalizeSubject strips reply/forward prefixes and list tags, folds case
 // and accents and collapses white space, so that "Re: [team] Fwd: Budget"
 // and "budget" match.
 func NormalizeSubject(s string) string {
 	for i := 0; i < 20; i++ {
-		loc := replyPrefix.FindStringIndex(s)
+		loc := replyPrefix().FindStringIndex(s)
 		if loc == nil || loc[1] == 0 {
 			break
 		}

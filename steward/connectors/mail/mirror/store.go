@@ -135,9 +135,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.flushFTS(ctx, db); err != nil {
+	// A killed writer can leave queued index changes; applying an empty
+	// queue would still open both FTS5 tables and start a write, which is
+	// most of an unchanged reconcile's database time.
+	var queued bool
+	if err := db.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM fts_queue)").Scan(&queued); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("open mail mirror: %w", err)
+	}
+	if queued {
+		if err := s.flushFTS(ctx, db); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -189,13 +199,22 @@ func (s *Store) Account(name string) (mail.Account, bool) {
 
 func (s *Store) loadAccounts(ctx context.Context, accts []mail.Account) error {
 	for _, a := range accts {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO accounts(name, kind, root) VALUES(?, ?, ?)
-			ON CONFLICT(name) DO UPDATE SET kind = excluded.kind, root = excluded.root`, a.Name, a.Kind, a.Root); err != nil {
+		st := &accountState{cfg: a, mailboxes: map[string]mailboxInfo{}}
+		// Only a new or changed account is written: every short-lived
+		// command opens the mirror, and a write costs it a WAL commit.
+		var kind, root string
+		err := s.db.QueryRowContext(ctx, "SELECT id, kind, root FROM accounts WHERE name = ?", a.Name).Scan(&st.id, &kind, &root)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("register account %s: %w", a.Name, err)
 		}
-		st := &accountState{cfg: a, mailboxes: map[string]mailboxInfo{}}
-		if err := s.db.QueryRowContext(ctx, "SELECT id FROM accounts WHERE name = ?", a.Name).Scan(&st.id); err != nil {
-			return fmt.Errorf("register account %s: %w", a.Name, err)
+		if err != nil || kind != a.Kind || root != a.Root {
+			if _, err := s.db.ExecContext(ctx, `INSERT INTO accounts(name, kind, root) VALUES(?, ?, ?)
+			ON CONFLICT(name) DO UPDATE SET kind = excluded.kind, root = excluded.root`, a.Name, a.Kind, a.Root); err != nil {
+				return fmt.Errorf("register account %s: %w", a.Name, err)
+			}
+			if err := s.db.QueryRowContext(ctx, "SELECT id FROM accounts WHERE name = ?", a.Name).Scan(&st.id); err != nil {
+				return fmt.Errorf("register account %s: %w", a.Name, err)
+			}
 		}
 		rows, err := s.db.QueryContext(ctx, "SELECT id, name, role FROM mailboxes WHERE account_id = ?", st.id)
 		if err != nil {

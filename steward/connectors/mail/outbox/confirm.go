@@ -171,10 +171,10 @@ func (d *MirrorDB) Confirm(ctx context.Context, op writeops.Operation) (writeops
 	}
 }
 
-var addrRE = regexp.MustCompile(`[^\s<>,;"'()]+@[^\s<>,;"'()]+`)
+var addrRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^\s<>,;"'()]+@[^\s<>,;"'()]+`) })
 
 // addrsIn extracts the addresses of a mirrored "Name <addr>, addr" list.
-func addrsIn(s string) []string { return addrRE.FindAllString(s, -1) }
+func addrsIn(s string) []string { return addrRE().FindAllString(s, -1) }
 
 func normSet(list []string) []string {
 	out := make([]string, 0, len(list))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
@@ -84,8 +85,8 @@ func Read(e Entry, opts message.Options) (*Item, error) {
 }
 
 var (
-	partRe = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,4}){0,16}$`)
-	keyRe  = regexp.MustCompile(`^[0-9]{1,18}$`)
+	partRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,4}){0,16}$`) })
+	keyRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,18}$`) })
 )
 
 // AppleAttachments returns the lookup of the parts a .partial.emlx left out:
@@ -96,7 +97,7 @@ func AppleAttachments(emlxPath string) func(part, filename string) (io.ReadClose
 	key := EMLXKey(filepath.Base(emlxPath))
 	base := filepath.Join(filepath.Dir(filepath.Dir(emlxPath)), "Attachments", key)
 	return func(part, filename string) (io.ReadCloser, error) {
-		if !partRe.MatchString(part) || !keyRe.MatchString(key) {
+		if !partRe().MatchString(part) || !keyRe().MatchString(key) {
 			return nil, fmt.Errorf("attachment part %q of %s: %w", part, key, os.ErrNotExist)
 		}
 		dir := filepath.Join(base, part)
