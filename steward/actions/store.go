@@ -1,0 +1,668 @@
+// Package actions is Steward's Action Center: a background inbox of work that
+// may need the user, with ready-to-approve proposals. It holds the store
+// (STEWARD_HOME/action-center/actions.db: items, the seen ledger, settings
+// metadata and versioned flows), the two producers (the mail scanner and the
+// deterministic calendar reminders), the settings route and the MCP tools.
+package actions
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/audit"
+)
+
+// Path returns the store's file under STEWARD_HOME.
+func Path(home string) string { return filepath.Join(home, "action-center", "actions.db") }
+
+// List bounds (spec: "Performance, Bounding And Backpressure").
+const (
+	DefaultListLimit = 20
+	MaxListLimit     = 100
+)
+
+// Status is an item's review state.
+type Status string
+
+// Statuses. Done and dismissed are "handled": sticky across scans.
+const (
+	StatusNew       Status = "new"
+	StatusRead      Status = "read"
+	StatusDone      Status = "done"
+	StatusDismissed Status = "dismissed"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusNew, StatusRead, StatusDone, StatusDismissed:
+		return true
+	}
+	return false
+}
+
+// Handled reports whether s is closed by the user (done or dismissed).
+func (s Status) Handled() bool { return s == StatusDone || s == StatusDismissed }
+
+// Priorities.
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+)
+
+// Step is one proposed step: a tool step names a concrete MCP tool (its
+// agent name, mcp__<server>__<tool>) and arguments ready for policy
+// evaluation; a manual step explains work Steward cannot automate safely.
+type Step struct {
+	Label string          `json:"label"`
+	Type  string          `json:"type"` // "tool" or "manual"
+	Tool  string          `json:"tool,omitempty"`
+	Args  json.RawMessage `json:"args,omitempty"`
+	Links []string        `json:"links,omitempty"`
+	Notes string          `json:"notes,omitempty"`
+}
+
+// Alternative is one executable proposal with its confidence.
+type Alternative struct {
+	Summary    string  `json:"summary"`
+	Confidence float64 `json:"confidence"`
+	Steps      []Step  `json:"steps"`
+}
+
+// FlowRef records the exact flow version applied to an item.
+type FlowRef struct {
+	ID      int64  `json:"id"`
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+}
+
+// Snapshot is the context an item was planned from, so that refinement
+// never silently reinterprets the trigger or a later edit of a flow.
+type Snapshot struct {
+	Trigger      json.RawMessage   `json:"trigger,omitempty"` // the triggering mail or event
+	Context      []json.RawMessage `json:"context,omitempty"` // read-tool observations
+	Rationale    string            `json:"rationale,omitempty"`
+	Flows        []FlowRef         `json:"flows,omitempty"`
+	Revisions    []string          `json:"revisions,omitempty"` // instructions of revise_action, oldest first
+	CrossThreads []string          `json:"crossThreads,omitempty"`
+}
+
+// Item is one Action Center item.
+type Item struct {
+	ID          int64         `json:"id"`
+	SourceKey   string        `json:"sourceKey"` // mail:thread:<id> or calendar:<refId>
+	Kind        string        `json:"kind"`
+	Title       string        `json:"title"`
+	Summary     string        `json:"summary"`
+	Priority    string        `json:"priority"`
+	DueAt       *time.Time    `json:"dueAt,omitempty"`
+	Status      Status        `json:"status"`
+	CreatedAt   time.Time     `json:"createdAt"`
+	UpdatedAt   time.Time     `json:"updatedAt"`
+	SourceAt    time.Time     `json:"sourceAt"` // newest source activity it reflects
+	Proposal    []Alternative `json:"proposal"`
+	Diagnostics []string      `json:"diagnostics,omitempty"`
+	Snapshot    Snapshot      `json:"snapshot"`
+	Notified    bool          `json:"notified"`
+}
+
+// Auditor receives the redacted lifecycle events; *audit.Ledger is one.
+type Auditor interface {
+	Record(ctx context.Context, e audit.Event)
+}
+
+// Options configures a Store.
+type Options struct {
+	// Audit receives item creation, revision and status events; nil records none.
+	Audit Auditor
+	// Actor is the audit actor (audit.ActorScheduler for the scan job).
+	Actor string
+	// Now replaces the clock in tests.
+	Now func() time.Time
+}
+
+// Store is actions.db. Its methods are safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	opts Options
+}
+
+// ErrNotFound reports an item or flow id the store does not hold.
+var ErrNotFound = errors.New("action not found")
+
+var migrations = []string{`
+CREATE TABLE items (
+	id          INTEGER PRIMARY KEY,
+	source_key  TEXT NOT NULL UNIQUE,
+	kind        TEXT NOT NULL,
+	title       TEXT NOT NULL,
+	summary     TEXT NOT NULL DEFAULT '',
+	priority    TEXT NOT NULL DEFAULT 'normal',
+	due_at      INTEGER,
+	status      TEXT NOT NULL DEFAULT 'new',
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	source_at   INTEGER NOT NULL,
+	proposal    TEXT NOT NULL DEFAULT '[]',
+	diagnostics TEXT NOT NULL DEFAULT '[]',
+	snapshot    TEXT NOT NULL DEFAULT '{}',
+	notified_at INTEGER
+);
+CREATE INDEX items_status ON items(status, updated_at);
+CREATE INDEX items_updated ON items(updated_at);
+CREATE TABLE seen (
+	message_id TEXT PRIMARY KEY,
+	thread_key TEXT NOT NULL DEFAULT '',
+	outcome    TEXT NOT NULL,
+	seen_at    INTEGER NOT NULL
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE flows (
+	id         INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	trigger    TEXT NOT NULL,
+	guidance   TEXT NOT NULL,
+	exclusions TEXT NOT NULL DEFAULT '',
+	enabled    INTEGER NOT NULL DEFAULT 1,
+	version    INTEGER NOT NULL DEFAULT 1,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE TABLE flow_versions (
+	flow_id    INTEGER NOT NULL,
+	version    INTEGER NOT NULL,
+	name       TEXT NOT NULL,
+	trigger    TEXT NOT NULL,
+	guidance   TEXT NOT NULL,
+	exclusions TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (flow_id, version)
+);
+`}
+
+// Open opens (creating if needed) the store at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Actor == "" {
+		opts.Actor = audit.ActorHost
+	}
+	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{Migrations: migrations})
+	if err != nil {
+		return nil, fmt.Errorf("open action store %s: %w", path, err)
+	}
+	return &Store{db: db, opts: opts}, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB is the underlying database (benchmarks compare its queries with C SQLite).
+func (s *Store) DB() *sql.DB { return s.db }
+
+func (s *Store) audit(ctx context.Context, typ, summary string, risk audit.Risk, payload any) {
+	if s.opts.Audit != nil {
+		s.opts.Audit.Record(ctx, audit.Event{Actor: s.opts.Actor, Type: typ, Risk: risk, Tool: "action-center", Summary: summary, Payload: payload})
+	}
+}
+
+// Upserted says what Upsert did.
+type Upserted int
+
+// Upsert outcomes.
+const (
+	Unchanged Upserted = iota // a handled item kept closed, or nothing newer
+	Created
+	Updated
+	Reopened // a handled item reopened by genuinely newer activity
+)
+
+// Upsert stores it by its source key. A new key creates an item (status
+// new). An existing open item takes the new content, and becomes new again
+// when it reflects newer activity. A handled (done/dismissed) item stays
+// closed unless it.SourceAt is after the activity it was closed with
+// (genuinely newer mail on the same thread); keepStatus (calendar reminders,
+// which preserve their review status when the event moves) updates content
+// but never reopens. It returns the stored id.
+func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Upserted, error) {
+	if it.SourceKey == "" || it.Kind == "" || it.Title == "" {
+		return 0, Unchanged, errors.New("store action: source key, kind and title are required")
+	}
+	if it.Priority == "" {
+		it.Priority = PriorityNormal
+	}
+	now := s.opts.Now()
+	prop, diag, snap, err := encodeParts(it)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	}
+	defer tx.Rollback()
+	var id, sourceAt int64
+	var status Status
+	err = tx.QueryRowContext(ctx, `SELECT id, status, source_at FROM items WHERE source_key = ?`, it.SourceKey).Scan(&id, &status, &sourceAt)
+	outcome := Created
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		res, err := tx.ExecContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
+			source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`,
+			it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
+			it.SourceAt.UnixMilli(), prop, diag, snap)
+		if err != nil {
+			return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+		}
+		id, _ = res.LastInsertId()
+	case err != nil:
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	default:
+		newer := it.SourceAt.UnixMilli() > sourceAt
+		next := status
+		switch {
+		case status.Handled() && (keepStatus || !newer):
+			if !keepStatus {
+				return id, Unchanged, tx.Commit()
+			}
+			outcome = Updated
+		case status.Handled():
+			next, outcome = StatusNew, Reopened
+		case newer && !keepStatus:
+			next, outcome = StatusNew, Updated
+		default:
+			outcome = Updated
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
+			source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`,
+			it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
+			prop, diag, snap, id); err != nil {
+			return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	}
+	switch outcome {
+	case Created:
+		s.audit(ctx, "action.created", "Action created: "+it.Title, audit.RiskLow,
+			map[string]any{"id": id, "sourceKey": it.SourceKey, "kind": it.Kind, "flows": it.Snapshot.Flows})
+	case Reopened:
+		s.audit(ctx, "action.reopened", "Action reopened by newer activity: "+it.Title, audit.RiskLow, map[string]any{"id": id, "sourceKey": it.SourceKey})
+	}
+	return id, outcome, nil
+}
+
+func encodeParts(it Item) (prop, diag, snap []byte, err error) {
+	if it.Proposal == nil {
+		it.Proposal = []Alternative{}
+	}
+	if it.Diagnostics == nil {
+		it.Diagnostics = []string{}
+	}
+	if prop, err = json.Marshal(it.Proposal); err == nil {
+		if diag, err = json.Marshal(it.Diagnostics); err == nil {
+			snap, err = json.Marshal(it.Snapshot)
+		}
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("encode action %s: %w", it.SourceKey, err)
+	}
+	return prop, diag, snap, nil
+}
+
+func unixOrNil(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// ListOptions filters a list. Filtering happens in SQLite before the limit.
+type ListOptions struct {
+	// IncludeHandled includes done and dismissed items (the web's "include
+	// completed/dismissed" flag); otherwise only new and read ones.
+	IncludeHandled bool
+	// HideExpired drops items whose dueAt is already past; undated items stay.
+	HideExpired bool
+	// Status, when set, lists only that status (overrides IncludeHandled).
+	Status Status
+	// Limit is clamped to 1–100; zero means DefaultListLimit.
+	Limit int
+	// IncludePayload loads proposals, diagnostics and snapshots; otherwise
+	// items carry the compact summary fields only.
+	IncludePayload bool
+}
+
+// Counts are item counts by status.
+type Counts map[Status]int
+
+// ListResult is one page with both count views.
+type ListResult struct {
+	Items         []Item `json:"items"`
+	CountsTotal   Counts `json:"countsTotal"`
+	CountsVisible Counts `json:"countsVisible"`
+	// Counts is the legacy alias of CountsTotal.
+	Counts Counts `json:"counts"`
+}
+
+// ClampLimit applies the store's own bound, whatever the caller asked.
+func ClampLimit(n int) int {
+	switch {
+	case n == 0:
+		return DefaultListLimit
+	case n < 1:
+		return 1
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
+
+const compactCols = `id, source_key, kind, title, summary, priority, due_at, status, created_at, updated_at, source_at, notified_at IS NOT NULL`
+const payloadCols = `, proposal, diagnostics, snapshot`
+
+func (o ListOptions) where(now time.Time) (string, []any) {
+	var conds []string
+	var args []any
+	switch {
+	case o.Status != "":
+		conds, args = append(conds, "status = ?"), append(args, o.Status)
+	case !o.IncludeHandled:
+		conds = append(conds, "status IN ('new','read')")
+	}
+	if o.HideExpired {
+		conds, args = append(conds, "(due_at IS NULL OR due_at >= ?)"), append(args, now.UnixMilli())
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// List returns items, most recently updated first, with total and
+// filter-aware visible counts.
+func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
+	if o.Status != "" && !o.Status.Valid() {
+		return nil, fmt.Errorf("list actions: unknown status %q (new, read, done, dismissed)", o.Status)
+	}
+	limit := ClampLimit(o.Limit)
+	where, args := o.where(s.opts.Now())
+	cols := compactCols
+	if o.IncludePayload {
+		cols += payloadCols
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM items`+where+` ORDER BY updated_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	defer rows.Close()
+	res := &ListResult{Items: []Item{}}
+	for rows.Next() {
+		it, err := scanItem(rows, o.IncludePayload)
+		if err != nil {
+			return nil, fmt.Errorf("list actions: %w", err)
+		}
+		res.Items = append(res.Items, *it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	if res.CountsTotal, err = s.counts(ctx, "", nil); err != nil {
+		return nil, err
+	}
+	// Visible counts apply the flags but not a single-status filter, so that
+	// every status card shows its own visible figure.
+	vo := o
+	vo.Status = ""
+	vwhere, vargs := vo.where(s.opts.Now())
+	if res.CountsVisible, err = s.counts(ctx, vwhere, vargs); err != nil {
+		return nil, err
+	}
+	res.Counts = res.CountsTotal
+	return res, nil
+}
+
+func (s *Store) counts(ctx context.Context, where string, args []any) (Counts, error) {
+	c := Counts{StatusNew: 0, StatusRead: 0, StatusDone: 0, StatusDismissed: 0}
+	rows, err := s.db.QueryContext(ctx, `SELECT status, count(*) FROM items`+where+` GROUP BY status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count actions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st Status
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count actions: %w", err)
+		}
+		c[st] = n
+	}
+	return c, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanItem(r scanner, payload bool) (*Item, error) {
+	var it Item
+	var due sql.NullInt64
+	var created, updated, source int64
+	var prop, diag, snap string
+	dest := []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &due, &it.Status, &created, &updated, &source, &it.Notified}
+	if payload {
+		dest = append(dest, &prop, &diag, &snap)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return nil, err
+	}
+	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(source)
+	if due.Valid {
+		t := time.UnixMilli(due.Int64)
+		it.DueAt = &t
+	}
+	if payload {
+		if err := json.Unmarshal([]byte(prop), &it.Proposal); err != nil {
+			return nil, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
+		}
+		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
+			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+		}
+		if err := json.Unmarshal([]byte(snap), &it.Snapshot); err != nil {
+			return nil, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
+		}
+	}
+	return &it, nil
+}
+
+// Get returns one item with its full payload.
+func (s *Store) Get(ctx context.Context, id int64) (*Item, error) {
+	it, err := scanItem(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read action %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read action %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// BySource returns the item with that source key, or ErrNotFound.
+func (s *Store) BySource(ctx context.Context, key string) (*Item, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM items WHERE source_key = ?`, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("action for %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("action for %s: %w", key, err)
+	}
+	return s.Get(ctx, id)
+}
+
+// SetStatus changes an item's status (the user's or a granted tool's decision).
+func (s *Store) SetStatus(ctx context.Context, id int64, st Status) error {
+	if !st.Valid() {
+		return fmt.Errorf("set action %d status: unknown status %q (new, read, done, dismissed)", id, st)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE items SET status = ?, updated_at = ? WHERE id = ?`, st, s.opts.Now().UnixMilli(), id)
+	if err != nil {
+		return fmt.Errorf("set action %d status: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("set action %d status: %w", id, ErrNotFound)
+	}
+	s.audit(ctx, "action.status", fmt.Sprintf("Action %d marked %s", id, st), audit.RiskLow, map[string]any{"id": id, "status": st})
+	return nil
+}
+
+// MarkRead moves a new item to read (selecting it in the app); other
+// statuses are left as they are.
+func (s *Store) MarkRead(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE items SET status = 'read' WHERE id = ? AND status = 'new'`, id)
+	if err != nil {
+		return fmt.Errorf("mark action %d read: %w", id, err)
+	}
+	return nil
+}
+
+// Revise replaces an item's proposal (and summary when given), recording the
+// instruction in its snapshot.
+func (s *Store) Revise(ctx context.Context, id int64, summary, instruction string, proposal []Alternative) (*Item, error) {
+	it, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if summary != "" {
+		it.Summary = summary
+	}
+	it.Proposal = proposal
+	it.Snapshot.Revisions = append(it.Snapshot.Revisions, instruction)
+	prop, diag, snap, err := encodeParts(*it)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, proposal=?, diagnostics=?, snapshot=?, updated_at=? WHERE id=?`,
+		it.Summary, prop, diag, snap, s.opts.Now().UnixMilli(), id); err != nil {
+		return nil, fmt.Errorf("revise action %d: %w", id, err)
+	}
+	s.audit(ctx, "action.revised", "Action revised: "+it.Title, audit.RiskLow, map[string]any{"id": id, "instruction": instruction})
+	return s.Get(ctx, id)
+}
+
+// SetSummary updates only the summary (cross-thread resolution: a later
+// message in another thread answers the task; the user confirms closing).
+func (s *Store) SetSummary(ctx context.Context, id int64, summary, crossThread string) error {
+	it, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	it.Snapshot.CrossThreads = append(it.Snapshot.CrossThreads, crossThread)
+	_, _, snap, err := encodeParts(*it)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, snapshot=?, updated_at=? WHERE id=?`, summary, snap, s.opts.Now().UnixMilli(), id); err != nil {
+		return fmt.Errorf("update action %d summary: %w", id, err)
+	}
+	return nil
+}
+
+// Unnotified lists open items not yet announced by Web Push, oldest first.
+func (s *Store) Unnotified(ctx context.Context, limit int) ([]Item, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+compactCols+` FROM items WHERE notified_at IS NULL AND status = 'new' ORDER BY id LIMIT ?`, ClampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list unnotified actions: %w", err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("list unnotified actions: %w", err)
+		}
+		out = append(out, *it)
+	}
+	return out, rows.Err()
+}
+
+// MarkNotified records that an item's notification was dispatched.
+func (s *Store) MarkNotified(ctx context.Context, id int64) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET notified_at = ? WHERE id = ?`, s.opts.Now().UnixMilli(), id); err != nil {
+		return fmt.Errorf("mark action %d notified: %w", id, err)
+	}
+	return nil
+}
+
+// Seen reports whether a message id is in the seen ledger.
+func (s *Store) Seen(ctx context.Context, messageID string) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM seen WHERE message_id = ?`, messageID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read seen ledger: %w", err)
+	}
+	return true, nil
+}
+
+// MarkSeen records message ids as considered, with the outcome, in one
+// transaction: the scanner calls it after each thread so a crash keeps
+// completed progress.
+func (s *Store) MarkSeen(ctx context.Context, threadKey, outcome string, messageIDs ...string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record seen messages: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.opts.Now().UnixMilli()
+	for _, id := range messageIDs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seen(message_id, thread_key, outcome, seen_at) VALUES (?,?,?,?)
+			ON CONFLICT(message_id) DO UPDATE SET outcome = excluded.outcome, seen_at = excluded.seen_at`, id, threadKey, outcome, now); err != nil {
+			return fmt.Errorf("record seen message %s: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record seen messages: %w", err)
+	}
+	return nil
+}
+
+// SeenCount returns the ledger's size.
+func (s *Store) SeenCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM seen`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count seen ledger: %w", err)
+	}
+	return n, nil
+}
+
+// Meta reads a metadata value ("" and false when absent).
+func (s *Store) Meta(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read action metadata %s: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// SetMeta writes a metadata value.
+func (s *Store) SetMeta(ctx context.Context, key, value string) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value); err != nil {
+		return fmt.Errorf("write action metadata %s: %w", key, err)
+	}
+	return nil
+}
