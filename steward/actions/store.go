@@ -108,9 +108,9 @@ type Item struct {
 	CreatedAt   time.Time     `json:"createdAt"`
 	UpdatedAt   time.Time     `json:"updatedAt"`
 	SourceAt    time.Time     `json:"sourceAt"` // newest source activity it reflects
-	Proposal    []Alternative `json:"proposal"`
+	Proposal    []Alternative `json:"proposal,omitempty"`
 	Diagnostics []string      `json:"diagnostics,omitempty"`
-	Snapshot    Snapshot      `json:"snapshot"`
+	Snapshot    Snapshot      `json:"snapshot,omitzero"`
 	Notified    bool          `json:"notified"`
 }
 

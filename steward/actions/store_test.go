@@ -29,7 +29,7 @@ func mailItem(thread int, at time.Time) Item {
 	args, _ := json.Marshal(map[string]any{"messageId": thread, "body": "Yes, Thursday works."})
 	return Item{SourceKey: fmt.Sprintf("mail:thread:%d", thread), Kind: "reply-needed", Title: fmt.Sprintf("Reply to thread %d", thread),
 		Summary: "someone asks", Priority: PriorityNormal, SourceAt: at,
-		Proposal: []Alternative{{Summary: "reply", Confidence: 0.8, Steps: []Step{{Label: "Send reply", Type: "tool", Tool: "mcp__mail__reply_message", Args: args}}}},
+		Proposal: []Alternative{{Summary: "reply", Confidence: 0.8, Steps: []Step{{Label: "Send reply", Type: "tool", Tool: "mcp__mail__reply_email", Args: args}}}},
 		Snapshot: Snapshot{Rationale: "asked a question"}}
 }
 
@@ -131,7 +131,7 @@ func TestListClampsAndFilters(t *testing.T) {
 		})
 	}
 	res, _ := s.List(ctx, ListOptions{IncludeHandled: true, Limit: 100, IncludePayload: true})
-	if res.CountsVisible[StatusDone] != 10 || len(res.Items[0].Proposal) != 1 || res.Items[0].Proposal[0].Steps[0].Tool != "mcp__mail__reply_message" {
+	if res.CountsVisible[StatusDone] != 10 || len(res.Items[0].Proposal) != 1 || res.Items[0].Proposal[0].Steps[0].Tool != "mcp__mail__reply_email" {
 		t.Fatalf("payload list: %v %+v", res.CountsVisible, res.Items[0].Proposal)
 	}
 	if _, err := s.List(ctx, ListOptions{Status: "open"}); err == nil {

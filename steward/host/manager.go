@@ -274,7 +274,7 @@ func (m *ChatManager) runTurn(ctx context.Context, chatID string, t *turn, text 
 		Observer: &policyObserver{m: m, chatID: chatID},
 	})
 	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: t, j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
-	res, runErr := agent.Run(ctx, agent.RunOptions{
+	res, runErr := agent.Run(policy.WithWrapped(ctx, tools), agent.RunOptions{
 		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
 		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on,
 	})
