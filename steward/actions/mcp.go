@@ -78,7 +78,7 @@ type ServerOptions struct {
 	// model is configured.
 	Planner *Planner
 	// Flows embeds flows for search_flows; nil ranks lexically.
-	Flows FlowEmbedder
+	Flows   FlowEmbedder
 	Version string
 }
 
