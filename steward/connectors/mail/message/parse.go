@@ -83,6 +83,11 @@ type Message struct {
 	InReplyTo     []string
 	References    []string
 	GmailThreadID string // X-GM-THRID
+	// ListID, Precedence and AutoSubmitted are the headers that mark list,
+	// bulk and machine-generated mail (List-Id, Precedence, Auto-Submitted;
+	// the latter two lower-cased), for the promotion and Action Center
+	// prefilters.
+	ListID, Precedence, AutoSubmitted string
 	// Text is the readable body: text/plain parts, else HTML converted to text.
 	Text string
 	// FromHTML reports that Text came from HTML.
@@ -578,6 +583,23 @@ func (p *parser) headerFields(h textproto.Header) {
 	p.msg.InReplyTo = msgIDs(h.Get("In-Reply-To"))
 	p.msg.References = msgIDs(strings.Join(h.Values("References"), " "))
 	p.msg.GmailThreadID = strings.TrimSpace(h.Get("X-Gm-Thrid"))
+	p.msg.ListID = clipHeader(p.clean(h.Get("List-Id")))
+	p.msg.Precedence = clipHeader(strings.ToLower(p.clean(h.Get("Precedence"))))
+	p.msg.AutoSubmitted = clipHeader(strings.ToLower(p.clean(h.Get("Auto-Submitted"))))
+}
+
+// clipHeader bounds a stored header value: these only classify mail, and a
+// hostile message must not grow every row.
+func clipHeader(v string) string {
+	const maxHeader = 200
+	if len(v) <= maxHeader {
+		return v
+	}
+	cut := maxHeader
+	for cut > 0 && !isRuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut]
 }
 
 func (p *parser) clean(s string) string {

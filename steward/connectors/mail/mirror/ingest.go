@@ -46,6 +46,8 @@ type row struct {
 	participants              []string
 	parents                   []string
 	attachments               []message.Attachment
+	listID, precedence        string
+	autoSubmitted             string
 }
 
 func formatAddrs(list []message.Address) string {
@@ -67,6 +69,7 @@ func (s *Store) makeRow(acct *accountState, mailboxName string, it *source.Item)
 		gmThread: m.GmailThreadID, appleConv: it.ConversationID, remoteID: it.RemoteID,
 		size: it.Size, flags: it.Flags, body: m.Text, bodyState: it.BodyState,
 		attachments: m.Attachments,
+		listID:      m.ListID, precedence: m.Precedence, autoSubmitted: m.AutoSubmitted,
 	}
 	if it.Size == 0 {
 		r.size = m.Size
@@ -218,12 +221,13 @@ func (s *Store) insertMessage(ctx context.Context, tx execer, acct *accountState
 	_, err = tx.ExecContext(ctx, `INSERT INTO messages(id, account_id, identity, message_id, mailbox_id, thread_id, subject, subject_norm,
 		from_name, from_addr, to_text, cc_text, bcc_text, in_reply_to, refs, gm_thread_id, apple_conv_id, remote_id, date, size,
 		seen, flagged, answered, draft, forwarded, junk, from_me, has_attachments, body, body_state, content_hash, embed_hash, warnings,
-		ingested_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, 0), NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ingested_at, updated_at, list_id, precedence, auto_submitted)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, 0), NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, acct.id, r.identity, r.messageID, mb.id, thread, r.subject, r.subjectNorm,
 		r.fromName, r.fromAddr, r.toText, r.ccText, r.bccText, r.inReplyTo, r.refs, r.gmThread, r.appleConv, r.remoteID, r.date, r.size,
 		boolInt(r.flags.Seen), boolInt(r.flags.Flagged), boolInt(r.flags.Answered), boolInt(r.flags.Draft), boolInt(r.flags.Forwarded),
-		boolInt(r.flags.Junk), boolInt(r.fromMe), boolInt(r.hasAttachments), r.body, r.bodyState, r.contentHash, r.embedHash, r.warnings, now, now)
+		boolInt(r.flags.Junk), boolInt(r.fromMe), boolInt(r.hasAttachments), r.body, r.bodyState, r.contentHash, r.embedHash, r.warnings, now, now,
+		r.listID, r.precedence, r.autoSubmitted)
 	if err != nil {
 		return 0, fmt.Errorf("insert message %s: %w", r.identity, err)
 	}
@@ -287,9 +291,11 @@ func (s *Store) updateMessage(ctx context.Context, tx execer, acct *accountState
 	if r.contentHash != ex.contentHash && (ex.deleted || bodyRank(r.bodyState) >= bodyRank(ex.bodyState)) {
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET subject = ?, subject_norm = ?, from_name = ?, from_addr = ?, to_text = ?,
 			cc_text = ?, bcc_text = ?, in_reply_to = ?, refs = ?, gm_thread_id = NULLIF(?, ''), date = ?, size = ?, from_me = ?,
-			has_attachments = ?, body = ?, body_state = ?, content_hash = ?, embed_hash = ?, warnings = ? WHERE id = ?`,
+			has_attachments = ?, body = ?, body_state = ?, content_hash = ?, embed_hash = ?, warnings = ?,
+			list_id = ?, precedence = ?, auto_submitted = ? WHERE id = ?`,
 			r.subject, r.subjectNorm, r.fromName, r.fromAddr, r.toText, r.ccText, r.bccText, r.inReplyTo, r.refs, r.gmThread, r.date, r.size,
-			boolInt(r.fromMe), boolInt(r.hasAttachments), r.body, r.bodyState, r.contentHash, r.embedHash, r.warnings, ex.id); err != nil {
+			boolInt(r.fromMe), boolInt(r.hasAttachments), r.body, r.bodyState, r.contentHash, r.embedHash, r.warnings,
+			r.listID, r.precedence, r.autoSubmitted, ex.id); err != nil {
 			return fmt.Errorf("update message %s: %w", r.identity, err)
 		}
 		for _, q := range []string{"DELETE FROM message_refs WHERE message_id = ?", "DELETE FROM attachments WHERE message_id = ?"} {

@@ -204,4 +204,12 @@ CREATE TABLE maildir_dirs(
   size    INTEGER NOT NULL,
   trusted INTEGER NOT NULL
 );
+`, `
+-- List-Id, Precedence and Auto-Submitted of each message, for the noise
+-- prefilters of promotion and the Action Center (threads.Prefilter).
+-- Messages stored before this step keep '' until their file changes or a
+-- reindex reads them again.
+ALTER TABLE messages ADD COLUMN list_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN precedence TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN auto_submitted TEXT NOT NULL DEFAULT '';
 `}
