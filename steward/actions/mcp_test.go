@@ -45,7 +45,7 @@ func TestListActionsSchemaAndPayload(t *testing.T) {
 	ctx := context.Background()
 	s, c := openTestStore(t)
 	for i := 0; i < 120; i++ {
-		s.Upsert(ctx, mailItem(i, c.t), false)
+		s.Upsert(ctx, testMailItem(i, c.t), false)
 	}
 	cs := connect(t, s, nil)
 	tools, _ := cs.ListTools(ctx, nil)

@@ -18,11 +18,10 @@ const Service = "action-center"
 
 // Attribution actions of the Action Center's model calls.
 var (
-	AttrScan          = llm.Attribution{Service: Service, Action: "scan"}
-	AttrRevise        = llm.Attribution{Service: Service, Action: "revise"}
-	AttrFlowIndex     = llm.Attribution{Service: Service, Action: "flow-index"}
-	AttrFlowRetrieve  = llm.Attribution{Service: Service, Action: "flow-retrieve"}
-	attrBackgroundRun = "background-read"
+	AttrScan         = llm.Attribution{Service: Service, Action: "scan"}
+	AttrRevise       = llm.Attribution{Service: Service, Action: "revise"}
+	AttrFlowIndex    = llm.Attribution{Service: Service, Action: "flow-index"}
+	AttrFlowRetrieve = llm.Attribution{Service: Service, Action: "flow-retrieve"}
 )
 
 // Chatter is the model endpoint (the gateway); *llm.Client is one.
@@ -51,6 +50,15 @@ type Analysis struct {
 	// Reads are the read-only context lookups the planner wants before
 	// proposing: each names one of ReadTools with its arguments.
 	Reads []ReadRequest `json:"reads,omitempty"`
+	// Updates revise the summaries of open actions from other threads that
+	// this thread answers (cross-thread resolution); they never close them.
+	Updates []CrossUpdate `json:"updates,omitempty"`
+}
+
+// CrossUpdate is a new summary for another thread's open action.
+type CrossUpdate struct {
+	ID      int64  `json:"id"`
+	Summary string `json:"summary"`
 }
 
 // ReadRequest is one context lookup the analysis asked for.

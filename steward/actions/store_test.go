@@ -25,7 +25,7 @@ func openTestStore(t *testing.T) (*Store, *clock) {
 	return s, c
 }
 
-func mailItem(thread int, at time.Time) Item {
+func testMailItem(thread int, at time.Time) Item {
 	args, _ := json.Marshal(map[string]any{"messageId": thread, "body": "Yes, Thursday works."})
 	return Item{SourceKey: fmt.Sprintf("mail:thread:%d", thread), Kind: "reply-needed", Title: fmt.Sprintf("Reply to thread %d", thread),
 		Summary: "someone asks", Priority: PriorityNormal, SourceAt: at,
@@ -37,7 +37,7 @@ func TestUpsertHandledItemsAreSticky(t *testing.T) {
 	ctx := context.Background()
 	s, c := openTestStore(t)
 	t0 := c.t.Add(-time.Hour)
-	id, out, err := s.Upsert(ctx, mailItem(1, t0), false)
+	id, out, err := s.Upsert(ctx, testMailItem(1, t0), false)
 	if err != nil || out != Created {
 		t.Fatalf("create: %v %v", out, err)
 	}
@@ -46,7 +46,7 @@ func TestUpsertHandledItemsAreSticky(t *testing.T) {
 	}
 	// The same activity again (a rescan) leaves it done.
 	for _, at := range []time.Time{t0, t0.Add(-time.Minute)} {
-		if _, out, err := s.Upsert(ctx, mailItem(1, at), false); err != nil || out != Unchanged {
+		if _, out, err := s.Upsert(ctx, testMailItem(1, at), false); err != nil || out != Unchanged {
 			t.Fatalf("rescan at %v: %v %v", at, out, err)
 		}
 		if it, _ := s.Get(ctx, id); it.Status != StatusDone {
@@ -54,7 +54,7 @@ func TestUpsertHandledItemsAreSticky(t *testing.T) {
 		}
 	}
 	// A genuinely newer message reopens it.
-	if _, out, err := s.Upsert(ctx, mailItem(1, t0.Add(time.Minute)), false); err != nil || out != Reopened {
+	if _, out, err := s.Upsert(ctx, testMailItem(1, t0.Add(time.Minute)), false); err != nil || out != Reopened {
 		t.Fatalf("newer: %v %v", out, err)
 	}
 	if it, _ := s.Get(ctx, id); it.Status != StatusNew {
@@ -62,7 +62,7 @@ func TestUpsertHandledItemsAreSticky(t *testing.T) {
 	}
 	// keepStatus (calendar) updates content but never reopens.
 	s.SetStatus(ctx, id, StatusDismissed)
-	it := mailItem(1, t0.Add(time.Hour))
+	it := testMailItem(1, t0.Add(time.Hour))
 	it.Title = "moved"
 	if _, out, _ := s.Upsert(ctx, it, true); out != Updated {
 		t.Fatalf("keepStatus outcome %v", out)
@@ -77,7 +77,7 @@ func TestListClampsAndFilters(t *testing.T) {
 	ctx := context.Background()
 	s, c := openTestStore(t)
 	for i := 0; i < 130; i++ {
-		it := mailItem(i, c.t)
+		it := testMailItem(i, c.t)
 		switch {
 		case i < 10:
 			past := c.t.Add(-time.Hour)
@@ -150,7 +150,7 @@ func TestSeenLedgerAndMarkRead(t *testing.T) {
 			t.Fatalf("seen %s = %v %v", id, got, err)
 		}
 	}
-	id, _, _ := s.Upsert(ctx, mailItem(3, c.t), false)
+	id, _, _ := s.Upsert(ctx, testMailItem(3, c.t), false)
 	s.MarkRead(ctx, id)
 	if it, _ := s.Get(ctx, id); it.Status != StatusRead {
 		t.Fatalf("status %s", it.Status)
