@@ -57,8 +57,9 @@ var BuiltinAllow = []string{
 	"mcp__wiki__wiki_graph", "mcp__wiki__wiki_lint", "mcp__wiki__wiki_status",
 	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
 	"mcp__actions__list_actions", "mcp__actions__read_action",
-	// host tools
-	"ask_user",
+	// host tools; execute_action_step only dispatches: the step's own tool
+	// goes through this policy (and its approval card) on the same turn
+	"ask_user", "execute_action_step",
 }
 
 // BuiltinGate lists tools that must always ask, whatever a prefix says.
