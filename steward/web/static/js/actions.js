@@ -147,7 +147,8 @@ export function render(app, arg) {
           ? [h('code', { class: 'small' }, st.tool), ' ', h('button', { type: 'button', class: 'primary', 'aria-label': `Execute ${st.label || st.tool}`,
             'on:click': () => inChat(`Execute step ${si} of alternative ${ai} of Action Center item #${it.id} with execute_action_step.`) }, 'Execute')]
           : h('span', { class: 'muted small' }, st.notes || (st.links || []).join(' ')))))));
-    clear(detail).append(
+    // Native append would print a null as text: the optional parts are filtered.
+    clear(detail).append(...[
       h('h3', null, it.title),
       h('p', { class: 'muted small' }, `${it.kind} · ${it.priority} · `, h('span', { class: 'detail-status' }, it.status),
         it.dueAt ? ` · due ${fmtTime(it.dueAt)}` : ''),
@@ -160,7 +161,7 @@ export function render(app, arg) {
       h('form', { class: 'inline-form', 'on:submit': (e) => {
         e.preventDefault();
         inChat(`Refine Action Center item #${it.id} with revise_action: ${refine.value.trim() || 'improve the proposal'}`);
-      } }, refine, h('button', { type: 'submit' }, 'Refine in chat')));
+      } }, refine, h('button', { type: 'submit' }, 'Refine in chat'))].filter(Boolean));
   }
 
   // Every (re)connection reapplies the stored flags.
