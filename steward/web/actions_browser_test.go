@@ -249,6 +249,21 @@ func TestBrowserActionCenter(t *testing.T) {
 			t.Errorf("opened item status %s", it.Status)
 		}
 	})
+	t.Run("the System page switches calendar reminders and the language", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.Navigate(h.url() + "#/system"))
+		b.wait(`document.querySelector('.action-settings')?.dataset.calendarEnabled === 'true'`)
+		b.do(chromedp.Click(`#actions-calendar-enabled`))
+		b.wait(`document.querySelector('.action-settings').dataset.calendarEnabled === 'false'`)
+		b.do(chromedp.SetValue(`#actions-language`, "it"))
+		eval[bool](b, `(document.getElementById('actions-language').dispatchEvent(new Event('change')), true)`)
+		b.wait(`document.querySelector('.action-settings').dataset.textLanguage === 'it'`)
+		st, err := f.store.Settings(ctx)
+		if err != nil || st.CalendarEnabled || !st.Enabled || st.TextLanguage != "it" || st.UpdatedAt == nil {
+			t.Fatalf("stored settings %+v %v", st, err)
+		}
+		b.allLabelled("system")
+	})
 	b.noExceptions()
 }
 
