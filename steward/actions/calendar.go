@@ -80,19 +80,12 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 		return rep, nil
 	}
 	rep.Events = len(events)
-	for _, e := range events {
-		_, outcome, err := s.Upsert(ctx, reminderItem(e, o), true)
-		if err != nil {
-			return rep, err
-		}
-		switch outcome {
-		case Created:
-			rep.Created++
-		case Updated:
-			rep.Updated++
-		default:
-			rep.Unchanged++
-		}
+	items := make([]Item, len(events))
+	for i, e := range events {
+		items[i] = reminderItem(e, o)
+	}
+	if rep.Created, rep.Updated, rep.Unchanged, err = s.UpsertBatch(ctx, items, true); err != nil {
+		return rep, err
 	}
 	return rep, nil
 }

@@ -85,6 +85,16 @@ func TestCalendarReminders(t *testing.T) {
 		t.Fatalf("priorities %v", prio)
 	}
 
+	// A second pass over the same index writes nothing.
+	before, _ := s.List(ctx, ListOptions{Limit: 100})
+	c.t = c.t.Add(time.Minute) // a rewrite would show in updatedAt
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now}); rep.Unchanged != 2 || rep.Updated != 0 {
+		t.Fatalf("idle pass %+v", rep)
+	}
+	if after, _ := s.List(ctx, ListOptions{Limit: 100}); !after.Items[0].UpdatedAt.Equal(before.Items[0].UpdatedAt) {
+		t.Fatal("an unchanged reminder was rewritten")
+	}
+
 	// Seven-day lookahead admits the holiday.
 	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now, Days: 7}); rep.Created != 1 {
 		t.Fatalf("7-day pass %+v", rep)
@@ -96,7 +106,7 @@ func TestCalendarReminders(t *testing.T) {
 	s.SetStatus(ctx, board.ID, StatusRead)
 	cal.put("later", "Board meeting", now.Add(10*time.Hour), now, "")
 	cal.sync()
-	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now}); rep.Created != 0 || rep.Updated != 2 {
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now}); rep.Created != 0 || rep.Updated != 1 || rep.Unchanged != 1 {
 		t.Fatalf("after move %+v", rep)
 	}
 	moved, _ := s.Get(ctx, board.ID)

@@ -234,60 +234,14 @@ const (
 // which preserve their review status when the event moves) updates content
 // but never reopens. It returns the stored id.
 func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Upserted, error) {
-	if it.SourceKey == "" || it.Kind == "" || it.Title == "" {
-		return 0, Unchanged, errors.New("store action: source key, kind and title are required")
-	}
-	if it.Priority == "" {
-		it.Priority = PriorityNormal
-	}
-	now := s.opts.Now()
-	prop, diag, snap, err := encodeParts(it)
-	if err != nil {
-		return 0, Unchanged, err
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
 	}
 	defer tx.Rollback()
-	var id, sourceAt int64
-	var status Status
-	err = tx.QueryRowContext(ctx, `SELECT id, status, source_at FROM items WHERE source_key = ?`, it.SourceKey).Scan(&id, &status, &sourceAt)
-	outcome := Created
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		res, err := tx.ExecContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
-			source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`,
-			it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
-			it.SourceAt.UnixMilli(), prop, diag, snap)
-		if err != nil {
-			return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
-		}
-		id, _ = res.LastInsertId()
-	case err != nil:
-		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
-	default:
-		newer := it.SourceAt.UnixMilli() > sourceAt
-		next := status
-		switch {
-		case status.Handled() && (keepStatus || !newer):
-			if !keepStatus {
-				return id, Unchanged, tx.Commit()
-			}
-			outcome = Updated
-		case status.Handled():
-			next, outcome = StatusNew, Reopened
-		case newer && !keepStatus:
-			next, outcome = StatusNew, Updated
-		default:
-			outcome = Updated
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
-			source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`,
-			it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
-			prop, diag, snap, id); err != nil {
-			return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
-		}
+	id, outcome, err := s.upsertTx(ctx, tx, it, keepStatus, s.opts.Now())
+	if err != nil {
+		return 0, Unchanged, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
@@ -300,6 +254,102 @@ func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Up
 		s.audit(ctx, "action.reopened", "Action reopened by newer activity: "+it.Title, audit.RiskLow, map[string]any{"id": id, "sourceKey": it.SourceKey})
 	}
 	return id, outcome, nil
+}
+
+// UpsertBatch stores items as Upsert does, in one transaction, and returns
+// how many were created, updated and left unchanged. The calendar
+// reminders use it: one commit per pass, not one per event.
+func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) (created, updated, unchanged int, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.opts.Now()
+	for _, it := range items {
+		_, out, err := s.upsertTx(ctx, tx, it, keepStatus, now)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		switch out {
+		case Created:
+			created++
+		case Unchanged:
+			unchanged++
+		default:
+			updated++
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	if created > 0 {
+		s.audit(ctx, "action.created", fmt.Sprintf("%d actions created (%d updated)", created, updated), audit.RiskLow,
+			map[string]any{"created": created, "updated": updated})
+	}
+	return created, updated, unchanged, nil
+}
+
+func (s *Store) upsertTx(ctx context.Context, tx *sql.Tx, it Item, keepStatus bool, now time.Time) (int64, Upserted, error) {
+	if it.SourceKey == "" || it.Kind == "" || it.Title == "" {
+		return 0, Unchanged, errors.New("store action: source key, kind and title are required")
+	}
+	if it.Priority == "" {
+		it.Priority = PriorityNormal
+	}
+	prop, diag, snap, err := encodeParts(it)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	var id, sourceAt int64
+	var status Status
+	var title, summary, priority string
+	var due sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT id, status, source_at, title, summary, priority, due_at FROM items WHERE source_key = ?`, it.SourceKey).
+		Scan(&id, &status, &sourceAt, &title, &summary, &priority, &due)
+	outcome := Created
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		res, err := tx.ExecContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
+			source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`,
+			it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
+			it.SourceAt.UnixMilli(), prop, diag, snap)
+		if err != nil {
+			return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+		}
+		id, _ = res.LastInsertId()
+		return id, Created, nil
+	case err != nil:
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	}
+	newer := it.SourceAt.UnixMilli() > sourceAt
+	next := status
+	switch {
+	case keepStatus && title == it.Title && summary == it.Summary && priority == it.Priority && due == nullMillis(it.DueAt):
+		return id, Unchanged, nil // nothing moved: no write, no reordering
+	case status.Handled() && !keepStatus && !newer:
+		return id, Unchanged, nil
+	case status.Handled() && !keepStatus:
+		next, outcome = StatusNew, Reopened
+	case newer && !keepStatus:
+		next, outcome = StatusNew, Updated
+	default:
+		outcome = Updated
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
+		source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`,
+		it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
+		prop, diag, snap, id); err != nil {
+		return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
+	}
+	return id, outcome, nil
+}
+
+func nullMillis(t *time.Time) sql.NullInt64 {
+	if t == nil || t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
 }
 
 func encodeParts(it Item) (prop, diag, snap []byte, err error) {
