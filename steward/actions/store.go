@@ -439,19 +439,42 @@ func (o ListOptions) where(now time.Time) (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
+// Query is one SQL statement with its arguments.
+type Query struct {
+	SQL  string
+	Args []any
+}
+
+// ListQueries are the statements List runs for o at now: the page, the
+// total counts and the filter-aware visible counts (benchmarks run the same
+// SQL through C SQLite).
+func ListQueries(o ListOptions, now time.Time) (page, total, visible Query) {
+	where, args := o.where(now)
+	cols := compactCols
+	if o.IncludePayload {
+		cols += payloadCols
+	}
+	page = Query{`SELECT ` + cols + ` FROM items` + where + ` ORDER BY updated_at DESC, id DESC LIMIT ?`, append(args, ClampLimit(o.Limit))}
+	total = Query{countSQL, nil}
+	// Visible counts apply the flags but not a single-status filter, so that
+	// every status card shows its own visible figure.
+	vo := o
+	vo.Status = ""
+	vwhere, vargs := vo.where(now)
+	visible = Query{`SELECT status, count(*) FROM items` + vwhere + ` GROUP BY status`, vargs}
+	return page, total, visible
+}
+
+const countSQL = `SELECT status, count(*) FROM items GROUP BY status`
+
 // List returns items, most recently updated first, with total and
 // filter-aware visible counts.
 func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 	if o.Status != "" && !o.Status.Valid() {
 		return nil, fmt.Errorf("list actions: unknown status %q (new, read, done, dismissed)", o.Status)
 	}
-	limit := ClampLimit(o.Limit)
-	where, args := o.where(s.opts.Now())
-	cols := compactCols
-	if o.IncludePayload {
-		cols += payloadCols
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM items`+where+` ORDER BY updated_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	page, total, visible := ListQueries(o, s.opts.Now())
+	rows, err := s.db.QueryContext(ctx, page.SQL, page.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
@@ -467,24 +490,19 @@ func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
-	if res.CountsTotal, err = s.counts(ctx, "", nil); err != nil {
+	if res.CountsTotal, err = s.counts(ctx, total); err != nil {
 		return nil, err
 	}
-	// Visible counts apply the flags but not a single-status filter, so that
-	// every status card shows its own visible figure.
-	vo := o
-	vo.Status = ""
-	vwhere, vargs := vo.where(s.opts.Now())
-	if res.CountsVisible, err = s.counts(ctx, vwhere, vargs); err != nil {
+	if res.CountsVisible, err = s.counts(ctx, visible); err != nil {
 		return nil, err
 	}
 	res.Counts = res.CountsTotal
 	return res, nil
 }
 
-func (s *Store) counts(ctx context.Context, where string, args []any) (Counts, error) {
+func (s *Store) counts(ctx context.Context, q Query) (Counts, error) {
 	c := Counts{StatusNew: 0, StatusRead: 0, StatusDone: 0, StatusDismissed: 0}
-	rows, err := s.db.QueryContext(ctx, `SELECT status, count(*) FROM items`+where+` GROUP BY status`, args...)
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("count actions: %w", err)
 	}
