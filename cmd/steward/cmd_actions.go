@@ -421,5 +421,33 @@ func actionsBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	rep.Command = "steward bench actions " + strings.Join(args, " ")
-	return writeJSON(env.Stdout, rep)
+	checks := actionsChecks(rep)
+	printChecks(env.Stderr, checks)
+	return writeJSON(env.Stdout, struct {
+		*actionsbench.Report
+		Checks []benchCheck `json:"checks"`
+	}{rep, checks})
+}
+
+// actionsChecks evaluates the issue's targets on a report.
+func actionsChecks(rep *actionsbench.Report) []benchCheck {
+	l := rep.List
+	list := benchCheck{Target: fmt.Sprintf("list_actions warm median over %d items ≤ 2 × the same SQL through C SQLite", l.Items)}
+	if l.C == nil {
+		list.Measured = "no C baseline: " + l.CEngine + " (build with -tags 'csqlite fts5')"
+	} else {
+		list.Measured = fmt.Sprintf("%.3f ms vs %.3f ms (%.2f ×)", l.Go.Median, l.C.Median, l.Ratio)
+		list.Met = l.Ratio <= 2
+	}
+	r := rep.Reminders
+	checks := []benchCheck{list, {Target: fmt.Sprintf("calendar reminders over %d events < 200 ms", r.Events),
+		Measured: fmt.Sprintf("%.1f ms first pass (%d created), %.1f ms unchanged pass", r.FirstMs, r.Created, r.UnchangedMs),
+		Met:      r.FirstMs < 200 && r.UnchangedMs < 200}}
+	if s := rep.Scan; s != nil {
+		checks = append(checks, benchCheck{Target: fmt.Sprintf("a scan over %d messages makes ≤ 50 model calls", s.Messages),
+			Measured: fmt.Sprintf("%d calls, %d threads analysed, %d deferred; prefilter rejected %d %v", s.ModelCalls, s.Report.Analysed,
+				s.Report.Deferred, s.Report.Prefiltered, s.Report.Rejections),
+			Met: s.ModelCalls <= 50 && s.Report.Analysed <= 50})
+	}
+	return checks
 }

@@ -50,6 +50,8 @@ type ScanOptions struct {
 	// recent window instead of marking it seen.
 	NoSeed bool
 	// Window, Pool and MaxThreads default to 14 days, 300 and 50.
+	// MaxThreads bounds the model calls of a scan (an analysed thread costs
+	// one call, two when it is actionable), hence also the analysed threads.
 	Window     time.Duration
 	Pool       int
 	MaxThreads int
@@ -237,7 +239,11 @@ func (s *Store) considerThread(ctx context.Context, o ScanOptions, st Settings, 
 		rep.Rejections["from the user only"]++
 		return "noise: only the user's own messages", nil
 	}
-	if rep.Analysed >= o.MaxThreads {
+	// The budget bounds model calls, not only threads: a thread is analysed
+	// only when both of its possible calls (analysis, planning) fit, so a
+	// scan makes at most MaxThreads calls and never strands a half-planned
+	// thread.
+	if rep.Analysed >= o.MaxThreads || rep.ModelCalls+2 > o.MaxThreads {
 		rep.Deferred++
 		return "", nil
 	}
