@@ -133,7 +133,18 @@ type Options struct {
 type Store struct {
 	db   *sql.DB
 	opts Options
+	// The upsert's statements, prepared once: a reminder pass runs them
+	// thousands of times in one transaction.
+	sel, ins, upd *sql.Stmt
 }
+
+const (
+	selectSQL = `SELECT ` + storedCols + ` FROM items WHERE source_key = ?`
+	insertSQL = `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
+		source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`
+	updateSQL = `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
+		source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`
+)
 
 // ErrNotFound reports an item or flow id the store does not hold.
 var ErrNotFound = errors.New("action not found")
@@ -147,7 +158,7 @@ CREATE TABLE items (
 	summary     TEXT NOT NULL DEFAULT '',
 	priority    TEXT NOT NULL DEFAULT 'normal',
 	due_at      INTEGER,
-	status      TEXT NOT NULL DEFAULT 'new',
+	status      TEXT NOT NULL DEFAULT 'new' CHECK (status IN ('new','read','done','dismissed')),
 	created_at  INTEGER NOT NULL,
 	updated_at  INTEGER NOT NULL,
 	source_at   INTEGER NOT NULL,
@@ -156,8 +167,22 @@ CREATE TABLE items (
 	snapshot    TEXT NOT NULL DEFAULT '{}',
 	notified_at INTEGER
 );
-CREATE INDEX items_status ON items(status, updated_at);
+CREATE INDEX items_status ON items(status, due_at);
 CREATE INDEX items_updated ON items(updated_at);
+-- Counts per status kept by triggers: list_actions reports them on every
+-- call, and counting 100,000 index entries each time would dominate it.
+CREATE TABLE item_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO item_counts VALUES ('new', 0), ('read', 0), ('done', 0), ('dismissed', 0);
+CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
+	UPDATE item_counts SET n = n + 1 WHERE status = NEW.status;
+END;
+CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN
+	UPDATE item_counts SET n = n - 1 WHERE status = OLD.status;
+END;
+CREATE TRIGGER items_count_update AFTER UPDATE OF status ON items WHEN OLD.status <> NEW.status BEGIN
+	UPDATE item_counts SET n = n - 1 WHERE status = OLD.status;
+	UPDATE item_counts SET n = n + 1 WHERE status = NEW.status;
+END;
 CREATE TABLE seen (
 	message_id TEXT PRIMARY KEY,
 	thread_key TEXT NOT NULL DEFAULT '',
@@ -200,11 +225,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open action store %s: %w", path, err)
 	}
-	return &Store{db: db, opts: opts}, nil
+	s := &Store{db: db, opts: opts}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{{&s.sel, selectSQL}, {&s.ins, insertSQL}, {&s.upd, updateSQL}} {
+		if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("prepare action store %s: %w", path, err)
+		}
+	}
+	return s, nil
 }
 
 // Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.sel, s.ins, s.upd} {
+		st.Close()
+	}
+	return s.db.Close()
+}
 
 // DB is the underlying database (benchmarks compare its queries with C SQLite).
 func (s *Store) DB() *sql.DB { return s.db }
@@ -239,7 +279,11 @@ func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Up
 		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
 	}
 	defer tx.Rollback()
-	id, outcome, err := s.upsertTx(ctx, tx, it, keepStatus, s.opts.Now())
+	cur, err := s.lookup(ctx, tx, it.SourceKey)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	id, outcome, err := s.upsertTx(ctx, tx, it, keepStatus, s.opts.Now(), cur)
 	if err != nil {
 		return 0, Unchanged, err
 	}
@@ -266,10 +310,17 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 	}
 	defer tx.Rollback()
 	now := s.opts.Now()
+	current, err := s.lookupMany(ctx, tx, items)
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	for _, it := range items {
-		_, out, err := s.upsertTx(ctx, tx, it, keepStatus, now)
+		id, out, err := s.upsertTx(ctx, tx, it, keepStatus, now, current[it.SourceKey])
 		if err != nil {
 			return 0, 0, 0, err
+		}
+		if out == Created { // a key twice in one batch updates the first
+			current[it.SourceKey] = &stored{id: id, status: StatusNew, sourceAt: it.SourceAt.UnixMilli()}
 		}
 		switch out {
 		case Created:
@@ -290,59 +341,102 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 	return created, updated, unchanged, nil
 }
 
-func (s *Store) upsertTx(ctx context.Context, tx *sql.Tx, it Item, keepStatus bool, now time.Time) (int64, Upserted, error) {
+// stored is what an upsert compares with: the item's row, or nil.
+type stored struct {
+	id, sourceAt             int64
+	status                   Status
+	title, summary, priority string
+	due                      sql.NullInt64
+}
+
+const storedCols = `id, status, source_at, title, summary, priority, due_at`
+
+func scanStored(r scanner) (*stored, error) {
+	var c stored
+	if err := r.Scan(&c.id, &c.status, &c.sourceAt, &c.title, &c.summary, &c.priority, &c.due); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// lookup returns the row of key, or nil.
+func (s *Store) lookup(ctx context.Context, tx *sql.Tx, key string) (*stored, error) {
+	c, err := scanStored(tx.StmtContext(ctx, s.sel).QueryRowContext(ctx, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read action %s: %w", key, err)
+	}
+	return c, nil
+}
+
+// lookupMany returns the rows of keys in one query.
+func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[string]*stored, error) {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.SourceKey
+	}
+	list, _ := json.Marshal(keys)
+	rows, err := tx.QueryContext(ctx, `SELECT source_key, `+storedCols+` FROM items WHERE source_key IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("read actions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]*stored{}
+	for rows.Next() {
+		var key string
+		var c stored
+		if err := rows.Scan(&key, &c.id, &c.status, &c.sourceAt, &c.title, &c.summary, &c.priority, &c.due); err != nil {
+			return nil, fmt.Errorf("read actions: %w", err)
+		}
+		out[key] = &c
+	}
+	return out, rows.Err()
+}
+
+// upsertTx stores it given its current row cur (nil: none).
+func (s *Store) upsertTx(ctx context.Context, tx *sql.Tx, it Item, keepStatus bool, now time.Time, cur *stored) (int64, Upserted, error) {
 	if it.SourceKey == "" || it.Kind == "" || it.Title == "" {
 		return 0, Unchanged, errors.New("store action: source key, kind and title are required")
 	}
 	if it.Priority == "" {
 		it.Priority = PriorityNormal
 	}
-	prop, diag, snap, err := encodeParts(it)
-	if err != nil {
-		return 0, Unchanged, err
-	}
-	var id, sourceAt int64
-	var status Status
-	var title, summary, priority string
-	var due sql.NullInt64
-	err = tx.QueryRowContext(ctx, `SELECT id, status, source_at, title, summary, priority, due_at FROM items WHERE source_key = ?`, it.SourceKey).
-		Scan(&id, &status, &sourceAt, &title, &summary, &priority, &due)
-	outcome := Created
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		res, err := tx.ExecContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
-			source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`,
-			it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
+	if cur == nil {
+		prop, diag, snap, err := encodeParts(it)
+		if err != nil {
+			return 0, Unchanged, err
+		}
+		res, err := tx.StmtContext(ctx, s.ins).ExecContext(ctx, it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
 			it.SourceAt.UnixMilli(), prop, diag, snap)
 		if err != nil {
 			return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
 		}
-		id, _ = res.LastInsertId()
+		id, _ := res.LastInsertId()
 		return id, Created, nil
-	case err != nil:
-		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
 	}
-	newer := it.SourceAt.UnixMilli() > sourceAt
-	next := status
+	newer := it.SourceAt.UnixMilli() > cur.sourceAt
+	next, outcome := cur.status, Updated
 	switch {
-	case keepStatus && title == it.Title && summary == it.Summary && priority == it.Priority && due == nullMillis(it.DueAt):
-		return id, Unchanged, nil // nothing moved: no write, no reordering
-	case status.Handled() && !keepStatus && !newer:
-		return id, Unchanged, nil
-	case status.Handled() && !keepStatus:
+	case keepStatus && cur.title == it.Title && cur.summary == it.Summary && cur.priority == it.Priority && cur.due == nullMillis(it.DueAt):
+		return cur.id, Unchanged, nil // nothing moved: no write, no reordering
+	case cur.status.Handled() && !keepStatus && !newer:
+		return cur.id, Unchanged, nil
+	case cur.status.Handled() && !keepStatus:
 		next, outcome = StatusNew, Reopened
 	case newer && !keepStatus:
-		next, outcome = StatusNew, Updated
-	default:
-		outcome = Updated
+		next = StatusNew
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
-		source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`,
-		it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
-		prop, diag, snap, id); err != nil {
+	prop, diag, snap, err := encodeParts(it)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	if _, err := tx.StmtContext(ctx, s.upd).ExecContext(ctx, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
+		prop, diag, snap, cur.id); err != nil {
 		return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
 	}
-	return id, outcome, nil
+	return cur.id, outcome, nil
 }
 
 func nullMillis(t *time.Time) sql.NullInt64 {
@@ -426,9 +520,12 @@ func (o ListOptions) where(now time.Time) (string, []any) {
 	var args []any
 	switch {
 	case o.Status != "":
-		conds, args = append(conds, "status = ?"), append(args, o.Status)
+		conds, args = append(conds, "+status = ?"), append(args, o.Status)
 	case !o.IncludeHandled:
-		conds = append(conds, "status IN ('new','read')")
+		// Unary + keeps the status index out of the page query: walking
+		// items_updated newest first stops after the page instead of
+		// sorting every open item (the counts still use the index).
+		conds = append(conds, "+status IN ('new','read')")
 	}
 	if o.HideExpired {
 		conds, args = append(conds, "(due_at IS NULL OR due_at >= ?)"), append(args, now.UnixMilli())
@@ -447,7 +544,9 @@ type Query struct {
 
 // ListQueries are the statements List runs for o at now: the page, the
 // total counts and the filter-aware visible counts (benchmarks run the same
-// SQL through C SQLite).
+// SQL through C SQLite). Counts come from the trigger-kept item_counts;
+// hiding expired items subtracts the expired ones, found through the
+// (status, due_at) index.
 func ListQueries(o ListOptions, now time.Time) (page, total, visible Query) {
 	where, args := o.where(now)
 	cols := compactCols
@@ -455,17 +554,20 @@ func ListQueries(o ListOptions, now time.Time) (page, total, visible Query) {
 		cols += payloadCols
 	}
 	page = Query{`SELECT ` + cols + ` FROM items` + where + ` ORDER BY updated_at DESC, id DESC LIMIT ?`, append(args, ClampLimit(o.Limit))}
-	total = Query{countSQL, nil}
+	total = Query{`SELECT status, n FROM item_counts`, nil}
 	// Visible counts apply the flags but not a single-status filter, so that
 	// every status card shows its own visible figure.
-	vo := o
-	vo.Status = ""
-	vwhere, vargs := vo.where(now)
-	visible = Query{`SELECT status, count(*) FROM items` + vwhere + ` GROUP BY status`, vargs}
-	return page, total, visible
+	vsql := `SELECT status, n FROM item_counts c`
+	var vargs []any
+	if o.HideExpired {
+		vsql = `SELECT status, n - (SELECT count(*) FROM items i WHERE i.status = c.status AND i.due_at < ?) FROM item_counts c`
+		vargs = append(vargs, now.UnixMilli())
+	}
+	if !o.IncludeHandled {
+		vsql += ` WHERE status IN ('new','read')`
+	}
+	return page, total, Query{vsql, vargs}
 }
-
-const countSQL = `SELECT status, count(*) FROM items GROUP BY status`
 
 // List returns items, most recently updated first, with total and
 // filter-aware visible counts.
