@@ -127,6 +127,20 @@ func italianDate(t time.Time, allDay bool) string {
 	return s
 }
 
+// reminderTrigger is a reminder's snapshot of its event (the sidecar reference and source fields).
+type reminderTrigger struct {
+	RefID    string `json:"refId"`
+	UID      string `json:"uid"`
+	Title    string `json:"title"`
+	Location string `json:"location,omitempty"`
+	Calendar string `json:"calendar"`
+	Account  string `json:"account"`
+	Source   string `json:"source"`
+	Start    string `json:"start"`
+	End      string `json:"end"`
+	AllDay   bool   `json:"allDay"`
+}
+
 func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	start := time.Unix(e.Start, 0).Local()
 	key := "calendar:" + e.RefID
@@ -153,10 +167,12 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if e.LastModified.Valid {
 		src = time.Unix(e.LastModified.Int64, 0)
 	}
-	trigger, _ := json.Marshal(map[string]any{"refId": e.RefID, "uid": e.UID, "title": e.Title, "location": e.Location,
-		"calendar": e.Calendar, "account": e.Account, "source": e.Source, "start": start.Format(time.RFC3339),
-		"end": time.Unix(e.End, 0).Local().Format(time.RFC3339), "allDay": e.AllDay})
-	readArgs, _ := json.Marshal(map[string]string{"uid": e.RefID})
+	// Structs, not maps: a pass builds thousands of these.
+	trigger, _ := json.Marshal(reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
+		Account: e.Account, Source: e.Source, Start: start.Format(time.RFC3339), End: time.Unix(e.End, 0).Local().Format(time.RFC3339), AllDay: e.AllDay})
+	readArgs, _ := json.Marshal(struct {
+		UID string `json:"uid"`
+	}{e.RefID})
 	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
 		DueAt: &start, SourceAt: src, Snapshot: Snapshot{Trigger: trigger, Rationale: "deterministic calendar reminder"},
 		Proposal: []Alternative{{Summary: "Review the event before it starts", Confidence: 1,

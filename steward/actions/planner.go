@@ -224,8 +224,13 @@ func (p *Planner) ask(ctx context.Context, system, user string, out any) error {
 	if len(resp.Choices) == 0 {
 		return errors.New("the model returned no choice")
 	}
-	text := strings.TrimSpace(resp.Choices[0].Message.Content)
-	// Models wrap JSON in a fence now and then.
+	return decodeAnswer(resp.Choices[0].Message.Content, out)
+}
+
+// decodeAnswer reads the JSON object of a model's answer, which models wrap
+// in a fence or a sentence now and then.
+func decodeAnswer(text string, out any) error {
+	text = strings.TrimSpace(text)
 	if i, j := strings.Index(text, "{"), strings.LastIndex(text, "}"); i >= 0 && j > i {
 		text = text[i : j+1]
 	}
