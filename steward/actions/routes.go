@@ -37,35 +37,31 @@ func Mount(handle func(pattern string, h http.Handler), open func(ctx context.Co
 		}
 		writeJSON(w, res)
 	}))
-	handle("GET /actions/{id}", withStore(func(w http.ResponseWriter, r *http.Request, s *Store) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil {
-			writeJSONError(w, http.StatusBadRequest, errors.New("id: not a number"))
-			return
-		}
+	withItem := func(fn func(w http.ResponseWriter, r *http.Request, s *Store, id int64)) http.Handler {
+		return withStore(func(w http.ResponseWriter, r *http.Request, s *Store) {
+			id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+			if err != nil {
+				writeJSONError(w, http.StatusBadRequest, errors.New("id: not a number"))
+				return
+			}
+			fn(w, r, s, id)
+		})
+	}
+	handle("GET /actions/{id}", withItem(func(w http.ResponseWriter, r *http.Request, s *Store, id int64) {
 		if r.URL.Query().Get("select") == "1" {
 			if err := s.MarkRead(r.Context(), id); err != nil {
-				writeJSONError(w, http.StatusInternalServerError, err)
+				writeStoreError(w, err)
 				return
 			}
 		}
 		it, err := s.Get(r.Context(), id)
-		if errors.Is(err, ErrNotFound) {
-			writeJSONError(w, http.StatusNotFound, err)
-			return
-		}
 		if err != nil {
-			writeJSONError(w, http.StatusInternalServerError, err)
+			writeStoreError(w, err)
 			return
 		}
 		writeJSON(w, it)
 	}))
-	handle("POST /actions/{id}/status", withStore(func(w http.ResponseWriter, r *http.Request, s *Store) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil {
-			writeJSONError(w, http.StatusBadRequest, errors.New("id: not a number"))
-			return
-		}
+	handle("POST /actions/{id}/status", withItem(func(w http.ResponseWriter, r *http.Request, s *Store, id int64) {
 		var body struct {
 			Status Status `json:"status"`
 		}
@@ -73,11 +69,8 @@ func Mount(handle func(pattern string, h http.Handler), open func(ctx context.Co
 			writeJSONError(w, http.StatusBadRequest, errors.New("status: one of new, read, done, dismissed"))
 			return
 		}
-		if err := s.SetStatus(r.Context(), id, body.Status); errors.Is(err, ErrNotFound) {
-			writeJSONError(w, http.StatusNotFound, err)
-			return
-		} else if err != nil {
-			writeJSONError(w, http.StatusInternalServerError, err)
+		if err := s.SetStatus(r.Context(), id, body.Status); err != nil {
+			writeStoreError(w, err)
 			return
 		}
 		writeJSON(w, map[string]any{"ok": true, "id": id, "status": body.Status, "at": time.Now().UTC()})
@@ -90,4 +83,13 @@ func Mount(handle func(pattern string, h http.Handler), open func(ctx context.Co
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
+}
+
+// writeStoreError answers 404 for an unknown item and 500 otherwise.
+func writeStoreError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, ErrNotFound) {
+		code = http.StatusNotFound
+	}
+	writeJSONError(w, code, err)
 }

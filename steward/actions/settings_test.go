@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -92,5 +93,39 @@ func TestSettingsCutoffRules(t *testing.T) {
 	st, _ = s.UpdateSettings(ctx, SettingsUpdate{Enabled: &tr})
 	if !st.CalendarCutoff().Equal(c.t) || !st.MailCutoff().Equal(c.t) {
 		t.Fatalf("second global re-enable: %+v", st)
+	}
+}
+
+func TestItemRoutes(t *testing.T) {
+	s, c := openTestStore(t)
+	id, _, _ := s.Upsert(context.Background(), testMailItem(1, c.t), false)
+	mux := http.NewServeMux()
+	Mount(mux.Handle, func(context.Context) (*Store, error) { return s, nil })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+	}{
+		{"GET", "/actions/abc", "", 400},
+		{"GET", "/actions/999", "", 404},
+		{"POST", "/actions/999/status", `{"status":"done"}`, 404},
+		{"POST", fmt.Sprintf("/actions/%d/status", id), `{"status":"closed"}`, 400},
+		{"GET", fmt.Sprintf("/actions/%d?select=1", id), "", 200},
+		{"POST", fmt.Sprintf("/actions/%d/status", id), `{"status":"dismissed"}`, 200},
+		{"GET", "/actions?showDone=1", "", 200},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.code)
+		}
+	}
+	if it, _ := s.Get(context.Background(), id); it.Status != StatusDismissed {
+		t.Fatalf("status %s", it.Status)
 	}
 }
