@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
 )
 
 func connect(t *testing.T, s *Store, p *Planner) *mcp.ClientSession {
@@ -116,5 +119,32 @@ func TestFlowTools(t *testing.T) {
 	call(t, cs, "delete_flow", map[string]any{"id": 1})
 	if _, text = call(t, cs, "list_flows", map[string]any{}); strings.Contains(text, "Receipts") {
 		t.Fatalf("deleted flow listed: %s", text)
+	}
+}
+
+func TestReviseActionThroughTheModel(t *testing.T) {
+	ctx := context.Background()
+	s, c := openTestStore(t)
+	id, _, _ := s.Upsert(ctx, testMailItem(1, c.t), false)
+	sc := newScripted(t)
+	sc.srv.Handle(func(llmtest.Request) llmtest.Reply {
+		return jsonReply(map[string]any{"summary": "Decline politely", "alternatives": []any{map[string]any{"summary": "Decline", "confidence": 0.8,
+			"steps": []any{map[string]any{"label": "Reply no", "type": "tool", "tool": "mcp__mail__reply_email", "args": map[string]any{"messageId": "1", "body": "Sorry, not Thursday."}}}}}})
+	})
+	cs := connect(t, s, sc.planner())
+	if res, text := call(t, cs, "revise_action", map[string]any{"id": id, "instruction": "say no instead"}); res.IsError {
+		t.Fatal(text)
+	}
+	it, _ := s.Get(ctx, id)
+	if it.Summary != "Decline politely" || !strings.Contains(string(it.Proposal[0].Steps[0].Args), "Sorry") ||
+		len(it.Snapshot.Revisions) != 1 || it.Snapshot.Rationale != "asked a question" {
+		t.Fatalf("revised %+v", it)
+	}
+	reqs := sc.chats()
+	if len(reqs) != 1 || reqs[0].Header.Get(llm.HeaderUsageAction) != "revise" {
+		t.Fatalf("model calls %d", len(reqs))
+	}
+	if _, user := messagesOf(reqs[0]); !strings.Contains(user, "say no instead") || !strings.Contains(user, "asked a question") {
+		t.Fatalf("the revision prompt lacks the instruction or the snapshot: %s", user)
 	}
 }

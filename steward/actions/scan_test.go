@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,14 @@ func (sc *scripted) reply(req llmtest.Request) llmtest.Reply {
 	sc.mu.Unlock()
 	analysis := strings.Contains(system, "Decide whether")
 	switch {
+	case strings.Contains(user, "confirming Thursday") && analysis:
+		// Another thread answers an open action of the same domain.
+		var id int64
+		if m := relatedAction.FindStringSubmatch(user); m != nil {
+			fmt.Sscan(m[1], &id)
+		}
+		return jsonReply(map[string]any{"actionable": false, "reason": "answers an open action",
+			"updates": []any{map[string]any{"id": id, "summary": "Anna's colleague confirmed Thursday at 10"}}})
 	case strings.Contains(user, "meet on Thursday"):
 		if analysis {
 			return jsonReply(map[string]any{"actionable": true, "kind": "reply-needed", "title": "Answer Anna about Thursday",
@@ -99,6 +108,8 @@ func (sc *scripted) reply(req llmtest.Request) llmtest.Reply {
 	}
 	return jsonReply(map[string]any{"alternatives": []any{}})
 }
+
+var relatedAction = regexp.MustCompile(`- action (\d+): `)
 
 // chats returns the chat requests so far (embeddings excluded).
 func (sc *scripted) chats() []llmtest.Request {
@@ -296,6 +307,18 @@ func TestScanPipeline(t *testing.T) {
 	}
 	if it, _ := e.store.Get(ctx, anna.ID); it.Status != StatusNew {
 		t.Fatalf("after a newer message: %s", it.Status)
+	}
+
+	// A message in another thread from the same domain answers the task:
+	// the summary changes, the item stays open for the user to close.
+	e.add("INBOX", threadstest.Message{ID: "carlo1@x", From: "Carlo <carlo@partner.example>", Subject: "Meeting",
+		Body: "Hi, confirming Thursday at 10 on Anna's behalf.", Date: e.ago(30 * time.Minute)})
+	if rep := e.scan(ScanOptions{}); rep.CrossThread != 1 || rep.NoAction != 1 {
+		t.Fatalf("cross-thread scan %+v", rep)
+	}
+	it, _ := e.store.Get(ctx, anna.ID)
+	if it.Summary != "Anna's colleague confirmed Thursday at 10" || it.Status != StatusNew || len(it.Snapshot.CrossThreads) != 1 {
+		t.Fatalf("cross-thread update %+v", it)
 	}
 }
 
