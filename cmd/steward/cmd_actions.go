@@ -234,12 +234,11 @@ func actionsScan(ctx context.Context, env *cliEnv, args []string) error {
 		opts.Progress = func(line string) { fmt.Fprintln(env.Stderr, line) }
 	}
 	ms, mailErr := mailSettings(env)
-	_, calErr := os.Stat(calPath)
-	if mailErr != nil && calErr != nil {
-		if errors.Is(mailErr, mail.ErrNoConfig) {
-			return notConfiguredError{fmt.Errorf("the Action Center has nothing to scan: %w, and no calendar index at %s", mailErr, calPath)}
-		}
-		return mailErr
+	if mailErr != nil && !errors.Is(mailErr, mail.ErrNoConfig) {
+		return mailErr // a broken mail.yaml is reported, never skipped quietly
+	}
+	if _, calErr := os.Stat(calPath); mailErr != nil && calErr != nil {
+		return notConfiguredError{fmt.Errorf("the Action Center has nothing to scan: %w, and no calendar index at %s", mailErr, calPath)}
 	}
 	store, err := openActions(ctx, env, audit.ActorScheduler)
 	if err != nil {
