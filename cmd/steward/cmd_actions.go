@@ -442,7 +442,7 @@ func actionsChecks(rep *actionsbench.Report) []benchCheck {
 	checks := []benchCheck{list, {Target: fmt.Sprintf("calendar reminders over %d events < 200 ms", r.Events),
 		Measured: fmt.Sprintf("%.1f ms first pass (%d created; CPU %.1f ms), %.1f ms unchanged pass (CPU %.1f ms); load average %s",
 			r.FirstMs, r.Created, r.FirstCPUMs, r.UnchangedMs, r.UnchangedCPUMs, rep.LoadAverage),
-		Met:      r.FirstMs < 200 && r.UnchangedMs < 200}}
+		Met: r.FirstMs < 200 && r.UnchangedMs < 200}}
 	if s := rep.Scan; s != nil {
 		checks = append(checks, benchCheck{Target: fmt.Sprintf("a scan over %d messages makes ≤ 50 model calls", s.Messages),
 			Measured: fmt.Sprintf("%d calls, %d threads analysed, %d deferred; prefilter rejected %d %v", s.ModelCalls, s.Report.Analysed,
