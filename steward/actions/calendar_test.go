@@ -84,6 +84,11 @@ func TestCalendarReminders(t *testing.T) {
 	if prio["Dentist"] != PriorityHigh || prio["Board meeting"] != PriorityNormal || len(prio) != 2 {
 		t.Fatalf("priorities %v", prio)
 	}
+	for _, it := range res.Items {
+		if len(it.Proposal) != 1 || it.Proposal[0].Steps[0].Tool != "mcp__calendar__read_event" || !strings.Contains(string(it.Snapshot.Trigger), `"refId"`) {
+			t.Fatalf("reminder payload %+v", it)
+		}
+	}
 
 	// A second pass over the same index writes nothing.
 	before, _ := s.List(ctx, ListOptions{Limit: 100})

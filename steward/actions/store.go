@@ -112,6 +112,10 @@ type Item struct {
 	Diagnostics []string      `json:"diagnostics,omitempty"`
 	Snapshot    Snapshot      `json:"snapshot,omitzero"`
 	Notified    bool          `json:"notified"`
+
+	// fill, when set, completes the payload (proposal, snapshot) just
+	// before the item is written.
+	fill func(*Item)
 }
 
 // Auditor receives the redacted lifecycle events; *audit.Ledger is one.
@@ -447,6 +451,9 @@ func nullMillis(t *time.Time) sql.NullInt64 {
 }
 
 func encodeParts(it Item) (prop, diag, snap []byte, err error) {
+	if it.fill != nil {
+		it.fill(&it)
+	}
 	if it.Proposal == nil {
 		it.Proposal = []Alternative{}
 	}
