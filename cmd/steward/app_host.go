@@ -16,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/actions"
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
@@ -277,6 +278,15 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		return nil, err
 	}
 	engineTools = append(engine.Tools(host.ChatIDFrom), voiceSettingsTools...)
+	var actionsAudit actions.Auditor
+	if auditLedger != nil {
+		actionsAudit = auditLedger
+	}
+	execute, err := startActions(ctx, d, h, pushSvc, actionsAudit, st)
+	if err != nil {
+		return nil, err
+	}
+	engineTools = append(engineTools, execute)
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -128,7 +128,10 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 	}
 	msgs = append(append(msgs, history...), input)
 	rec := &turnRecorder{m: m, ctx: context.WithoutCancel(ctx), t: t, j: j, chatID: chatID, turnID: t.id, cards: map[string]*cardState{}}
-	res, runErr := agent.Run(ctx, agent.RunOptions{
+	// The turn's wrapped tools travel with its context, so a host tool that
+	// dispatches another (execute_action_step) calls it through the same
+	// policy and approval card.
+	res, runErr := agent.Run(policy.WithWrapped(ctx, tools), agent.RunOptions{
 		Model: m.opts.Model, ModelName: m.opts.ModelName, Messages: msgs, Tools: tools,
 		MaxSteps: m.opts.MaxSteps, OnEvent: rec.on, Compactor: &agent.SummaryCompactor{Budget: m.Budget()}, Retry: m.opts.Retry,
 	})

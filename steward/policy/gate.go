@@ -221,3 +221,26 @@ func dropAbsentOptionals(args, schema json.RawMessage) (json.RawMessage, error) 
 	}
 	return json.Marshal(obj)
 }
+
+type wrappedKey struct{}
+
+// WithWrapped returns ctx carrying a turn's policy-wrapped tools, so that a
+// host tool which runs another tool for the model (the Action Center's
+// execute_action_step) reaches it through the same policy and approval card
+// rather than around them.
+func WithWrapped(ctx context.Context, tools []agent.Tool) context.Context {
+	return context.WithValue(ctx, wrappedKey{}, tools)
+}
+
+// CallWrapped calls the tool named name among ctx's wrapped tools. found is
+// false when the turn carries no wrapped tools or none of that name.
+func CallWrapped(ctx context.Context, name string, args json.RawMessage) (res agent.ToolResult, found bool, err error) {
+	tools, _ := ctx.Value(wrappedKey{}).([]agent.Tool)
+	for _, t := range tools {
+		if t.Spec().Name == name {
+			res, err = t.Call(ctx, args)
+			return res, true, err
+		}
+	}
+	return agent.ToolResult{}, false, nil
+}

@@ -58,8 +58,9 @@ var BuiltinAllow = []string{
 	// the voice channel's own call tools (its writes still ask, by voice)
 	"mcp__voice__call_start", "mcp__voice__call_status", "mcp__voice__call_end", "mcp__voice__converse",
 	"set_call_rate", // the active call's rate only
-	// host tools
-	"ask_user",
+	// host tools; execute_action_step only dispatches: the step's own tool
+	// goes through this policy (and its approval card) on the same turn
+	"ask_user", "execute_action_step",
 }
 
 // BuiltinGate lists tools that must always ask, whatever a prefix says.

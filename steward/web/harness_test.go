@@ -82,6 +82,11 @@ type harness struct {
 	refused   bool // a message asking "too long for you" was refused once
 
 	bg *bgFixture // the background plane the System page shows
+
+	// mounts add routes to each host start (a restart builds a new host);
+	// extraTools join the tools the model sees.
+	mounts     []func(*host.Host)
+	extraTools []agent.Tool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -167,6 +172,9 @@ func (h *harness) start(addr string) {
 	// previews when installed).
 	speech.MountSettings(h.host.Handle, &speech.SettingsRoute{Store: &speech.SettingsStore{Path: filepath.Join(h.home, "voice-settings.json")},
 		Synth: &speech.Synthesizer{TempDir: h.home}})
+	for _, m := range h.mounts {
+		m(h.host)
+	}
 	var ln net.Listener
 	var err error
 	// A restarted host takes the same port; the old socket may linger briefly.
@@ -278,7 +286,7 @@ func (h *harness) tools() []agent.Tool {
 		}),
 		mk("mcp__mail__send_email", `{"type":"object","required":["to","body"],"properties":{"to":{"type":"string","description":"Recipient address"},"body":{"type":"string"},"cc":{"type":"string"},"priority":{"type":"integer"}}}`,
 			func(json.RawMessage) agent.ToolResult { return agent.ToolResult{Content: "Queued for sending."} }),
-	}, h.cardTools()...)
+	}, append(h.cardTools(), h.extraTools...)...)
 }
 
 // script answers like a model: a tool result gets a short final answer; the

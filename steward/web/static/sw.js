@@ -6,6 +6,7 @@
 // 'module'; Chromium 91, Safari 15, Firefox 147).
 import {
   parsePush, notificationFromPayload, chatFromNotification, openChatMessage, pickWindow, chatUrl,
+  actionFromPayload, actionUrl, openActionMessage, validActionId,
 } from '{{ASSETS}}/js/notify.js';
 
 const ASSETS = '{{ASSETS}}/';
@@ -46,7 +47,10 @@ self.addEventListener('push', (event) => {
   try {
     text = event.data ? event.data.text() : '';
   } catch { /* undecodable: the defaults */ }
-  const { title, options } = notificationFromPayload(parsePush(text), { origin: self.location.origin, icon: ICON });
+  const payload = parsePush(text);
+  const { title, options } = notificationFromPayload(payload, { origin: self.location.origin, icon: ICON });
+  const actionId = actionFromPayload(payload, self.location.origin);
+  if (actionId) options.data = { ...options.data, actionId, url: actionUrl(actionId) };
   event.waitUntil(self.registration.showNotification(title, options));
 });
 
@@ -55,15 +59,17 @@ self.addEventListener('push', (event) => {
 self.addEventListener('notificationclick', (event) => {
   event.notification.close();
   const chatId = chatFromNotification(event.notification.data);
+  const actionId = validActionId(event.notification.data?.actionId);
   event.waitUntil((async () => {
     const win = pickWindow(await self.clients.matchAll({ type: 'window', includeUncontrolled: true }), self.location.origin);
     if (win) {
       if (chatId) win.postMessage(openChatMessage(chatId));
+      if (actionId) win.postMessage(openActionMessage(actionId));
       try {
         await win.focus();
         return;
       } catch { /* not focusable: open a window instead */ }
     }
-    await self.clients.openWindow(chatUrl(chatId));
+    await self.clients.openWindow(actionId ? actionUrl(actionId) : chatUrl(chatId));
   })());
 });

@@ -124,6 +124,9 @@ type MessageRef struct {
 	MessageID string
 	ThreadID  int64
 	Date      time.Time
+	// Ingested is when the mirror first stored the message (the Action
+	// Center's re-enable cutoff compares it, not the message's date).
+	Ingested time.Time
 }
 
 // MessagesSince lists non-deleted messages with a mirror id above afterID
@@ -135,7 +138,7 @@ func (r *Reader) MessagesSince(ctx context.Context, afterID int64, since time.Ti
 	if !since.IsZero() {
 		from = since.Unix()
 	}
-	q := `SELECT id, message_id, coalesce(thread_id, 0), date FROM messages
+	q := `SELECT id, message_id, coalesce(thread_id, 0), date, ingested_at FROM messages
 		WHERE id > ? AND date >= ? AND deleted_at IS NULL ORDER BY id`
 	args := []any{afterID, from}
 	if limit > 0 {
@@ -150,11 +153,11 @@ func (r *Reader) MessagesSince(ctx context.Context, afterID int64, since time.Ti
 	var out []MessageRef
 	for rows.Next() {
 		var m MessageRef
-		var date int64
-		if err := rows.Scan(&m.ID, &m.MessageID, &m.ThreadID, &date); err != nil {
+		var date, ingested int64
+		if err := rows.Scan(&m.ID, &m.MessageID, &m.ThreadID, &date, &ingested); err != nil {
 			return nil, fmt.Errorf("list messages after %d: %w", afterID, err)
 		}
-		m.Date = time.Unix(date, 0)
+		m.Date, m.Ingested = time.Unix(date, 0), time.Unix(ingested, 0)
 		out = append(out, m)
 	}
 	return out, rows.Err()

@@ -202,6 +202,9 @@ func TestMessagesSinceAndAttachments(t *testing.T) {
 	if err != nil || len(first) != 1 || first[0].MessageID != "a@x" {
 		t.Fatalf("first listing %+v, %v", first, err)
 	}
+	if time.Since(first[0].Ingested) > time.Hour || first[0].Ingested.Equal(first[0].Date) {
+		t.Fatalf("ingestion time %v (date %v): the mirror's ingested_at, not the message date", first[0].Ingested, first[0].Date)
+	}
 	th, err := r.Thread(ctx, first[0].ThreadID)
 	if err != nil {
 		t.Fatal(err)

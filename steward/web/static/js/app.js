@@ -4,7 +4,7 @@
 import { h, clear } from './dom.js';
 import { Connection, tokens, pair, pairFromLink } from './conn.js';
 import { ChatView } from './chat.js';
-import { chatParam, withoutChatParam, chatFromMessage } from './notify.js';
+import { chatParam, withoutChatParam, chatFromMessage, actionParam, actionFromMessage } from './notify.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -25,6 +25,8 @@ class App {
     // A notification opened this window for a chat (?chat=…): selected once
     // the connection is authenticated, then removed from the address bar.
     this.pendingChat = chatParam(location.href).chatId;
+    // The same for an Action Center item (?action=…), from a push about it.
+    this.pendingAction = actionParam(location.href);
     this.pushPrompt = null;
 
     $('#new-chat').addEventListener('click', () => this.go('#/new'));
@@ -75,8 +77,9 @@ class App {
       this.conn.request({ type: 'chat.list' }).then(() => {
         // A chat a notification asked for, or the one that was open
         // (restored with its pending approvals).
-        if (!this.openPendingChat() && this.view?.chatId) this.openChat(this.view.chatId);
+        if (!this.openPendingChat() && !this.openPendingAction() && this.view?.chatId) this.openChat(this.view.chatId);
         this.markReady();
+        import('./actions.js').then((m) => m.refreshBadge(), () => {});
       }, () => {});
     }
     if (s === 'unauthorized') this.onUnauthorized();
@@ -124,6 +127,24 @@ class App {
       if (id) this.route();
     } else if (id) this.go(`#/c/${encodeURIComponent(id)}`);
     return !!id;
+  }
+
+  // openPendingAction shows the Action Center item a notification asked
+  // for, once, after the authenticated connection, and drops the parameter.
+  openPendingAction() {
+    const id = this.pendingAction;
+    this.pendingAction = '';
+    if (!id) return false;
+    const u = new URL(location.href);
+    u.searchParams.delete('action');
+    history.replaceState(history.state, '', u.pathname + u.search + `#/actions/${id}`);
+    this.route();
+    return true;
+  }
+
+  openActionFromNotification(id) {
+    this.pendingAction = id;
+    if (this.ready && this.conn.status === 'open') this.openPendingAction();
   }
 
   // openFromNotification handles the service worker's request to show a chat
@@ -278,7 +299,7 @@ class App {
       if (on) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
-    $('#more-button').classList.toggle('current', ['wiki', 'audit', 'system'].includes(section));
+    $('#more-button').classList.toggle('current', ['wiki', 'audit', 'system', 'actions'].includes(section));
     this.view = null;
     this.sendFocus();
     if (name === 'c' && arg) {
@@ -296,7 +317,7 @@ class App {
       this.show(mod.render(this));
       return;
     }
-    if (name === 'usage' || name === 'audit' || name === 'system' || name === 'wiki') {
+    if (name === 'usage' || name === 'audit' || name === 'system' || name === 'wiki' || name === 'actions') {
       const placeholder = h('section', { class: 'page', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
       this.show(placeholder);
       const mod = await import(`./${name}.js`);
@@ -373,6 +394,8 @@ if ('serviceWorker' in navigator && window.isSecureContext) {
     if (!(e.source instanceof ServiceWorker) || (e.origin && e.origin !== location.origin)) return;
     const id = chatFromMessage(e.data);
     if (id) app.openFromNotification(id);
+    const action = actionFromMessage(e.data);
+    if (action) app.openActionFromNotification(action);
   });
   navigator.serviceWorker.startMessages();
 }

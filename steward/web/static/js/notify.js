@@ -136,3 +136,56 @@ export function withoutChatParam(href, chatId) {
   if (id) u.hash = `#/c/${encodeURIComponent(id)}`;
   return u.pathname + u.search + u.hash;
 }
+
+// --- Action Center items -------------------------------------------------
+// A notification about a new Action carries its numeric id (data.actionId,
+// or the url's action parameter); the click opens /?action=ID#/actions.
+
+export const OPEN_ACTION = 'steward.open-action';
+export const ACTION_PARAM = 'action';
+const ACTION_ID = /^[1-9][0-9]{0,15}$/;
+
+// validActionId returns v (a string of digits) when it is an item id, else ''.
+export function validActionId(v) {
+  const s = typeof v === 'number' ? String(v) : v;
+  return typeof s === 'string' && ACTION_ID.test(s) ? s : '';
+}
+
+// actionFromPayload returns the item a push payload is about ('' for none).
+export function actionFromPayload(payload, origin) {
+  if (!payload || typeof payload !== 'object') return '';
+  const direct = validActionId(payload.data?.actionId);
+  if (direct) return direct;
+  try {
+    const u = new URL(payload.url || '', origin);
+    return u.origin === origin ? validActionId(u.searchParams.get(ACTION_PARAM)) : '';
+  } catch {
+    return '';
+  }
+}
+
+// actionUrl is the app URL that opens an item.
+export function actionUrl(id) {
+  const a = validActionId(id);
+  return a ? `/?${ACTION_PARAM}=${a}#/actions` : '/';
+}
+
+// openActionMessage is what the service worker posts to an open window.
+export function openActionMessage(id) {
+  return { type: OPEN_ACTION, actionId: validActionId(id) };
+}
+
+// actionFromMessage validates a posted message: only OPEN_ACTION counts.
+export function actionFromMessage(data) {
+  if (!data || typeof data !== 'object' || data.type !== OPEN_ACTION) return '';
+  return validActionId(data.actionId);
+}
+
+// actionParam reads the item a page was opened for ('' when none or invalid).
+export function actionParam(href) {
+  try {
+    return validActionId(new URL(href).searchParams.get(ACTION_PARAM));
+  } catch {
+    return '';
+  }
+}

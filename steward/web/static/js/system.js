@@ -13,7 +13,7 @@ export function render(app) {
   const page = h('section', { class: 'page system-page', 'aria-labelledby': 'system-title' },
     h('header', { class: 'view-header' }, h('h2', { id: 'system-title' }, 'System'),
       h('button', { type: 'button', 'on:click': () => load() }, 'Refresh')),
-    body, notificationControls(app), speechControls(), pairing(app));
+    body, actionSettings(app), notificationControls(app), speechControls(), pairing(app));
   async function load() {
     page.setAttribute('aria-busy', 'true');
     try {
@@ -118,5 +118,39 @@ function pairing(app) {
     }
   }
   draw();
+  return box;
+}
+
+// actionSettings switches Action Center generation (mail and calendar, or
+// calendar only) and its display language: POST /settings/actions, a direct
+// user setting. Existing items stay available whatever the switches say.
+function actionSettings(app) {
+  const box = h('div', { class: 'action-settings' }, h('h3', null, 'Action Center'));
+  const note = h('p', { class: 'muted small', 'aria-live': 'polite' });
+  const save = async (patch) => {
+    try {
+      draw(await api('/settings/actions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(patch) }));
+      note.textContent = 'Saved.';
+    } catch (err) {
+      note.textContent = '';
+      app.toast(`Could not save the Action Center settings: ${err.message}`);
+    }
+  };
+  const draw = (st) => {
+    box.dataset.enabled = String(st.enabled);
+    box.dataset.calendarEnabled = String(st.calendarEnabled);
+    box.dataset.textLanguage = st.textLanguage;
+    const check = (id, key, label) => h('label', { class: 'toggle', for: id },
+      h('input', { type: 'checkbox', id, checked: !!st[key], 'on:change': (e) => save({ [key]: e.target.checked }) }), ` ${label}`);
+    const lang = h('select', { id: 'actions-language', 'on:change': (e) => save({ textLanguage: e.target.value }) },
+      ...[['default', 'Automatic'], ['en', 'English'], ['it', 'Italiano']].map(([v, l]) => h('option', { value: v, selected: st.textLanguage === v }, l)));
+    clear(box).append(h('h3', null, 'Action Center'),
+      check('actions-enabled', 'enabled', 'Generate actions from mail and calendar'),
+      check('actions-calendar-enabled', 'calendarEnabled', 'Calendar reminders'),
+      h('div', null, h('label', { for: 'actions-language' }, 'Language of new action texts '), lang),
+      st.enabledAt ? h('p', { class: 'muted small' }, `Mail considered since ${fmtTime(st.enabledAt * 1000)}.`) : null,
+      note);
+  };
+  api('/settings/actions').then(draw, () => box.append(h('p', { class: 'muted small' }, 'The Action Center settings are not available.')));
   return box;
 }

@@ -1,0 +1,398 @@
+// Package actionsbench measures the Action Center (steward bench actions):
+// list_actions over 100,000 stored items against the same SQL through C
+// SQLite, calendar reminder generation over 10,000 indexed events, and a
+// mail scan over a generated archive at the reference scale, with the
+// model's calls counted (the model itself is simulated in process: the
+// bench measures Steward's work and bounds, not a provider).
+package actionsbench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/sqlitedb/csqlite"
+	"github.com/agentstack/agentstack/steward/actions"
+	"github.com/agentstack/agentstack/steward/connectors/calendar"
+	"github.com/agentstack/agentstack/steward/connectors/mail"
+	mailbench "github.com/agentstack/agentstack/steward/connectors/mail/bench"
+	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
+	"github.com/agentstack/agentstack/steward/connectors/mail/threads"
+)
+
+// Options size the runs.
+type Options struct {
+	Dir      string // working folder
+	Items    int    // stored items for the list case (default 100,000)
+	Events   int    // indexed events for the reminders (default 10,000)
+	Messages int    // generated archive for the scan (default 78,000; negative skips the case)
+	Samples  int    // warm samples per timed case (default 30)
+	Log      io.Writer
+}
+
+// Timing is one case's figures in milliseconds.
+type Timing struct {
+	First  float64 `json:"firstMs"`
+	Median float64 `json:"medianMs"`
+	P95    float64 `json:"p95Ms"`
+}
+
+// Report is the bench's JSON output.
+type Report struct {
+	Command string    `json:"command,omitempty"`
+	Date    time.Time `json:"date"`
+	List    struct {
+		Items   int     `json:"items"`
+		Go      Timing  `json:"go"`
+		C       *Timing `json:"c,omitempty"`
+		CEngine string  `json:"cEngine"`
+		Ratio   float64 `json:"ratioGoToC,omitempty"`
+		Query   string  `json:"query"`
+	} `json:"listActions"`
+	Reminders struct {
+		Events      int     `json:"events"`
+		FirstMs     float64 `json:"firstPassMs"`
+		UnchangedMs float64 `json:"unchangedPassMs"`
+		// CPU time of this process during each pass: on a shared machine
+		// it says more than wall time.
+		FirstCPUMs     float64 `json:"firstPassCpuMs"`
+		UnchangedCPUMs float64 `json:"unchangedPassCpuMs"`
+		Created        int     `json:"created"`
+	} `json:"calendarReminders"`
+	LoadAverage string      `json:"loadAverage"`
+	Scan        *ScanResult `json:"scan,omitempty"`
+}
+
+// ScanResult is the scan case's outcome.
+type ScanResult struct {
+	Messages   int                 `json:"archiveMessages"`
+	IngestSec  float64             `json:"ingestSeconds"`
+	ScanMs     float64             `json:"scanMs"`
+	ModelCalls int64               `json:"modelCalls"`
+	Report     *actions.ScanReport `json:"report"`
+	Note       string              `json:"note"`
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// Run runs the three cases.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Items <= 0 {
+		o.Items = 100000
+	}
+	if o.Events <= 0 {
+		o.Events = 10000
+	}
+	if o.Messages == 0 {
+		o.Messages = 78000
+	}
+	if o.Samples <= 0 {
+		o.Samples = 30
+	}
+	rep := &Report{Date: time.Now().UTC()}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.LoadAverage = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	if err := listCase(ctx, &o, rep); err != nil {
+		return nil, fmt.Errorf("list case: %w", err)
+	}
+	if err := reminderCase(ctx, &o, rep); err != nil {
+		return nil, fmt.Errorf("reminder case: %w", err)
+	}
+	if o.Messages > 0 {
+		res, err := scanCase(ctx, &o)
+		if err != nil {
+			return nil, fmt.Errorf("scan case: %w", err)
+		}
+		rep.Scan = res
+	}
+	return rep, nil
+}
+
+func summarise(first time.Duration, warm []time.Duration) Timing {
+	sort.Slice(warm, func(i, j int) bool { return warm[i] < warm[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	p95 := warm[(len(warm)*95+99)/100-1] // nearest rank
+	return Timing{First: ms(first), Median: ms(warm[len(warm)/2]), P95: ms(p95)}
+}
+
+func timeIt(samples int, fn func() error) (Timing, error) {
+	var first time.Duration
+	warm := make([]time.Duration, 0, samples)
+	for i := 0; i <= samples; i++ {
+		start := time.Now()
+		if err := fn(); err != nil {
+			return Timing{}, err
+		}
+		if i == 0 {
+			first = time.Since(start)
+		} else {
+			warm = append(warm, time.Since(start))
+		}
+	}
+	return summarise(first, warm), nil
+}
+
+func listCase(ctx context.Context, o *Options, rep *Report) error {
+	path := filepath.Join(o.Dir, "list", "actions.db")
+	os.RemoveAll(filepath.Dir(path))
+	store, err := actions.Open(ctx, path, actions.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	o.logf("storing %d items", o.Items)
+	if err := fill(ctx, store.DB(), o.Items); err != nil {
+		return err
+	}
+	lo := actions.ListOptions{} // list_actions' default: open items, 20, compact
+	rep.List.Items = o.Items
+	if rep.List.Go, err = timeIt(o.Samples, func() error {
+		res, err := store.List(ctx, lo)
+		if err == nil && len(res.Items) != actions.DefaultListLimit {
+			err = fmt.Errorf("listed %d items", len(res.Items))
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	page, total, visible := actions.ListQueries(lo, time.Now())
+	rep.List.Query = page.SQL
+	o.logf("  Go (modernc) median %.3f ms", rep.List.Go.Median)
+	cdb, err := csqlite.Open(ctx, path)
+	if err != nil {
+		rep.List.CEngine = "none: " + err.Error()
+		return nil
+	}
+	defer cdb.Close()
+	rep.List.CEngine = "C SQLite " + csqlite.Version()
+	c, err := timeIt(o.Samples, func() error {
+		for _, q := range []actions.Query{page, total, visible} {
+			if err := drain(ctx, cdb, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.List.C = &c
+	rep.List.Ratio = rep.List.Go.Median / c.Median
+	o.logf("  C median %.3f ms (ratio %.2f)", c.Median, rep.List.Ratio)
+	return nil
+}
+
+// drain runs q and reads every column of every row, as List does.
+func drain(ctx context.Context, db *sql.DB, q actions.Query) error {
+	rows, err := db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// fill stores n items with realistic payloads (a proposal and a context
+// snapshot of a few KB each), 70 % open, in one transaction.
+func fill(ctx context.Context, db *sql.DB, n int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at, source_at, proposal, diagnostics, snapshot)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	statuses := []actions.Status{"new", "new", "new", "new", "read", "read", "read", "done", "done", "dismissed"}
+	body := strings.Repeat("Context of the request, quoted from the thread. ", 80)
+	prop, _ := json.Marshal([]actions.Alternative{{Summary: "Reply", Confidence: 0.8, Steps: []actions.Step{{Label: "Reply", Type: "tool",
+		Tool: "mcp__mail__reply_email", Args: json.RawMessage(`{"messageId":"1","body":"` + strings.Repeat("Thanks, ", 100) + `"}`)}}}})
+	snap, _ := json.Marshal(actions.Snapshot{Trigger: json.RawMessage(`{"body":` + fmt.Sprintf("%q", body) + `}`), Rationale: "asked"})
+	base := time.Now().Add(-time.Duration(n) * time.Minute).UnixMilli()
+	for i := 0; i < n; i++ {
+		var due any
+		if i%3 == 0 {
+			due = base + int64(i)*60000 + 86400000
+		}
+		at := base + int64(i)*60000
+		if _, err := stmt.ExecContext(ctx, fmt.Sprintf("mail:thread:%d", i), "reply-needed", fmt.Sprintf("Answer request %d", i), "Someone asks for something.",
+			"normal", due, statuses[i%len(statuses)], at, at, at, prop, "[]", snap); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func reminderCase(ctx context.Context, o *Options, rep *Report) error {
+	dir := filepath.Join(o.Dir, "calendar")
+	os.RemoveAll(dir)
+	vdir := filepath.Join(dir, "vdir", "home")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		return err
+	}
+	now := time.Now().Truncate(time.Minute)
+	var b strings.Builder
+	b.WriteString("BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//steward bench//EN\n")
+	for i := 0; i < o.Events; i++ {
+		start := now.Add(time.Duration(i%4300) * time.Minute).Add(time.Minute)
+		fmt.Fprintf(&b, "BEGIN:VEVENT\nUID:bench-%d\nSUMMARY:Meeting %d\nLOCATION:Room %d\nDTSTART:%s\nDTEND:%s\nLAST-MODIFIED:%s\nEND:VEVENT\n",
+			i, i, i%40, start.UTC().Format("20060102T150405Z"), start.Add(30*time.Minute).UTC().Format("20060102T150405Z"),
+			now.Add(-time.Hour).UTC().Format("20060102T150405Z"))
+	}
+	b.WriteString("END:VCALENDAR\n")
+	if err := os.WriteFile(filepath.Join(vdir, "bench.ics"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	idxPath := filepath.Join(dir, "calendar-index.sqlitedb")
+	idx, err := calendar.OpenIndex(ctx, idxPath)
+	if err != nil {
+		return err
+	}
+	o.logf("indexing %d events", o.Events)
+	_, err = idx.Sync(ctx, &calendar.Config{Timezone: "UTC", Sources: []calendar.SourceConfig{{Name: "bench", Kind: calendar.KindICS, Path: filepath.Join(dir, "vdir"), Account: "bench"}}},
+		calendar.SyncOptions{})
+	idx.Close()
+	if err != nil {
+		return err
+	}
+	store, err := actions.Open(ctx, filepath.Join(dir, "actions.db"), actions.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ro := actions.ReminderOptions{IndexPath: idxPath, Now: now, Days: actions.DefaultCalendarDays}
+	start, cpu := time.Now(), cpuTime()
+	r, err := store.CalendarReminders(ctx, ro)
+	if err != nil {
+		return err
+	}
+	rep.Reminders.FirstMs, rep.Reminders.FirstCPUMs = float64(time.Since(start).Microseconds())/1000, float64((cpuTime()-cpu).Microseconds())/1000
+	rep.Reminders.Events, rep.Reminders.Created = r.Events, r.Created
+	start, cpu = time.Now(), cpuTime()
+	if _, err := store.CalendarReminders(ctx, ro); err != nil {
+		return err
+	}
+	rep.Reminders.UnchangedMs, rep.Reminders.UnchangedCPUMs = float64(time.Since(start).Microseconds())/1000, float64((cpuTime()-cpu).Microseconds())/1000
+	o.logf("  %d reminders created in %.1f ms (CPU %.1f ms); unchanged pass %.1f ms (CPU %.1f ms)", r.Created, rep.Reminders.FirstMs,
+		rep.Reminders.FirstCPUMs, rep.Reminders.UnchangedMs, rep.Reminders.UnchangedCPUMs)
+	if r.Events != o.Events {
+		return fmt.Errorf("%d of %d events were in the window", r.Events, o.Events)
+	}
+	return nil
+}
+
+// countingModel answers the planner like a cautious model: one thread in
+// five is actionable, the rest are not; every call is counted.
+type countingModel struct{ calls atomic.Int64 }
+
+func (m *countingModel) Chat(_ context.Context, req *llm.ChatRequest) (*llm.ChatResponse, error) {
+	m.calls.Add(1)
+	user := req.Messages[len(req.Messages)-1].Content
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	var out any = map[string]any{"actionable": false, "reason": "informational"}
+	if strings.Contains(req.Messages[0].Content, "Produce executable alternatives") {
+		out = map[string]any{"alternatives": []any{map[string]any{"summary": "Reply", "confidence": 0.7,
+			"steps": []any{map[string]any{"label": "Reply", "type": "tool", "tool": "mcp__mail__reply_email", "args": map[string]any{"messageId": "1", "body": "ok"}}}}}}
+	} else if h.Sum32()%5 == 0 {
+		out = map[string]any{"actionable": true, "kind": "reply-needed", "title": "Answer", "summary": "asks"}
+	}
+	b, _ := json.Marshal(out)
+	return &llm.ChatResponse{Choices: []llm.Choice{{Message: llm.Message{Role: "assistant", Content: string(b)}}}}, nil
+}
+
+func scanCase(ctx context.Context, o *Options) (*ScanResult, error) {
+	dir := filepath.Join(o.Dir, "scan")
+	os.RemoveAll(dir)
+	o.logf("generating a %d-message archive", o.Messages)
+	man, err := mailbench.Generate(ctx, mailbench.GenOptions{Dir: dir, Messages: o.Messages})
+	if err != nil {
+		return nil, err
+	}
+	db, blobs := mirror.Paths(dir)
+	store, err := mirror.Open(ctx, mirror.Options{DBPath: db, BlobDir: blobs,
+		Accounts: []mail.Account{{Name: "bench", Kind: mail.KindMaildir, Root: man.Root, Layout: mail.LayoutAuto, Addresses: []string{"me@example.com"}}}})
+	if err != nil {
+		return nil, err
+	}
+	o.logf("ingesting")
+	start := time.Now()
+	_, err = store.Sync(ctx, mirror.SyncOptions{Mode: mirror.Backfill})
+	store.Close()
+	if err != nil {
+		return nil, err
+	}
+	res := &ScanResult{Messages: o.Messages, IngestSec: time.Since(start).Seconds(),
+		Note: "model simulated in process (one thread in five actionable); a first activation with ACTION_CENTER_NO_SEED=1, so the whole recent window is reviewed"}
+	r, err := threads.Open(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	refs, err := r.MessagesSince(ctx, 0, time.Time{}, 0)
+	if err != nil || len(refs) == 0 {
+		return nil, fmt.Errorf("read the generated mirror: %v", err)
+	}
+	latest := refs[0].Date
+	for _, m := range refs {
+		if m.Date.After(latest) {
+			latest = m.Date
+		}
+	}
+	as, err := actions.Open(ctx, filepath.Join(dir, "actions.db"), actions.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer as.Close()
+	model := &countingModel{}
+	start = time.Now()
+	res.Report, err = as.Scan(ctx, actions.ScanOptions{Mail: r, Planner: &actions.Planner{Model: model, ModelName: "simulated"}, NoSeed: true,
+		Now: latest.Add(time.Hour), Calendar: actions.ReminderOptions{IndexPath: filepath.Join(dir, "no-calendar.sqlitedb")}})
+	if err != nil {
+		return nil, err
+	}
+	res.ScanMs = float64(time.Since(start).Microseconds()) / 1000
+	res.ModelCalls = model.calls.Load()
+	o.logf("  scan %.0f ms: pool %d, %d threads, %d prefiltered %v, %d analysed, %d model calls, %d deferred", res.ScanMs, res.Report.Pool,
+		res.Report.Threads, res.Report.Prefiltered, res.Report.Rejections, res.Report.Analysed, res.ModelCalls, res.Report.Deferred)
+	return res, nil
+}
+
+// cpuTime is the process's user plus system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

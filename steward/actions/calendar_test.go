@@ -1,0 +1,150 @@
+package actions
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentstack/agentstack/steward/connectors/calendar"
+)
+
+// calendarIndex is a real calendar index synced from a vdir folder.
+type calendarIndex struct {
+	t    *testing.T
+	path string
+	dir  string
+	cfg  *calendar.Config
+}
+
+func newCalendarIndex(t *testing.T) *calendarIndex {
+	root := t.TempDir()
+	dir := filepath.Join(root, "vdir", "home")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &calendarIndex{t: t, path: filepath.Join(root, "calendar-index.sqlitedb"), dir: dir,
+		cfg: &calendar.Config{Timezone: "UTC", Sources: []calendar.SourceConfig{{Name: "dav", Kind: calendar.KindICS, Path: filepath.Join(root, "vdir"), Account: "dav"}}}}
+}
+
+// put writes one event file (UTC times) with an optional STATUS.
+func (c *calendarIndex) put(uid, summary string, start time.Time, modified time.Time, status string) {
+	var b strings.Builder
+	b.WriteString("BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//EN\nBEGIN:VEVENT\nUID:" + uid + "\nSUMMARY:" + summary + "\n")
+	b.WriteString("DTSTART:" + start.UTC().Format("20060102T150405Z") + "\nDTEND:" + start.Add(time.Hour).UTC().Format("20060102T150405Z") + "\n")
+	b.WriteString("LAST-MODIFIED:" + modified.UTC().Format("20060102T150405Z") + "\n")
+	if status != "" {
+		b.WriteString("STATUS:" + status + "\n")
+	}
+	b.WriteString("END:VEVENT\nEND:VCALENDAR\n")
+	if err := os.WriteFile(filepath.Join(c.dir, uid+".ics"), []byte(b.String()), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *calendarIndex) sync() {
+	idx, err := calendar.OpenIndex(context.Background(), c.path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer idx.Close()
+	if _, err := idx.Sync(context.Background(), c.cfg, calendar.SyncOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func TestCalendarReminders(t *testing.T) {
+	ctx := context.Background()
+	s, c := openTestStore(t)
+	now := time.Now().Truncate(time.Second)
+	c.t = now
+	cal := newCalendarIndex(t)
+	mod := now.Add(-time.Hour)
+	cal.put("soon", "Dentist", now.Add(5*time.Hour), mod, "")
+	cal.put("later", "Board meeting", now.Add(50*time.Hour), mod, "CONFIRMED")
+	cal.put("cancelled", "Cancelled lunch", now.Add(6*time.Hour), mod, "CANCELLED")
+	cal.put("far", "Holiday", now.Add(5*24*time.Hour), mod, "")
+	cal.put("past", "Yesterday", now.Add(-20*time.Hour), mod, "")
+	cal.sync()
+
+	rep, err := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now})
+	if err != nil || rep.Created != 2 || rep.Skipped != "" {
+		t.Fatalf("first pass %+v %v", rep, err)
+	}
+	res, _ := s.List(ctx, ListOptions{Limit: 100, IncludePayload: true})
+	prio := map[string]string{}
+	for _, it := range res.Items {
+		if it.Kind != KindEventReminder || !strings.HasPrefix(it.SourceKey, "calendar:") {
+			t.Fatalf("item %+v", it)
+		}
+		prio[strings.TrimPrefix(it.Title, "Upcoming event: ")] = it.Priority
+	}
+	if prio["Dentist"] != PriorityHigh || prio["Board meeting"] != PriorityNormal || len(prio) != 2 {
+		t.Fatalf("priorities %v", prio)
+	}
+	for _, it := range res.Items {
+		if len(it.Proposal) != 1 || it.Proposal[0].Steps[0].Tool != "mcp__calendar__read_event" || !strings.Contains(string(it.Snapshot.Trigger), `"refId"`) {
+			t.Fatalf("reminder payload %+v", it)
+		}
+	}
+
+	// A second pass over the same index writes nothing.
+	before, _ := s.List(ctx, ListOptions{Limit: 100})
+	c.t = c.t.Add(time.Minute) // a rewrite would show in updatedAt
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now}); rep.Unchanged != 2 || rep.Updated != 0 {
+		t.Fatalf("idle pass %+v", rep)
+	}
+	if after, _ := s.List(ctx, ListOptions{Limit: 100}); !after.Items[0].UpdatedAt.Equal(before.Items[0].UpdatedAt) {
+		t.Fatal("an unchanged reminder was rewritten")
+	}
+
+	// Seven-day lookahead admits the holiday.
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now, Days: 7}); rep.Created != 1 {
+		t.Fatalf("7-day pass %+v", rep)
+	}
+
+	// Moving the board meeting within 24 h updates its reminder (same item,
+	// now high priority) and keeps its review status.
+	board, _ := findTitle(s, "Board meeting")
+	s.SetStatus(ctx, board.ID, StatusRead)
+	cal.put("later", "Board meeting", now.Add(10*time.Hour), now, "")
+	cal.sync()
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now}); rep.Created != 0 || rep.Updated != 1 || rep.Unchanged != 1 {
+		t.Fatalf("after move %+v", rep)
+	}
+	moved, _ := s.Get(ctx, board.ID)
+	if moved.Priority != PriorityHigh || !moved.DueAt.Equal(now.Add(10*time.Hour)) || moved.Status != StatusRead {
+		t.Fatalf("moved reminder %+v", moved)
+	}
+
+	// The calendar cutoff admits only events modified after it.
+	if rep, _ := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now, Cutoff: now.Add(-time.Minute)}); rep.Events != 1 {
+		t.Fatalf("cutoff pass %+v", rep)
+	}
+}
+
+func findTitle(s *Store, suffix string) (*Item, error) {
+	res, err := s.List(context.Background(), ListOptions{Limit: 100, IncludeHandled: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range res.Items {
+		if strings.HasSuffix(it.Title, suffix) {
+			return &it, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func TestCalendarRemindersMissingIndex(t *testing.T) {
+	s, _ := openTestStore(t)
+	rep, err := s.CalendarReminders(context.Background(), ReminderOptions{IndexPath: filepath.Join(t.TempDir(), "none.sqlitedb")})
+	if err != nil || rep.Created != 0 || !strings.Contains(rep.Skipped, "no calendar index") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if res, _ := s.List(context.Background(), ListOptions{}); len(res.Items) != 0 {
+		t.Fatal("items without an index")
+	}
+}

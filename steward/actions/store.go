@@ -1,0 +1,845 @@
+// Package actions is Steward's Action Center: a background inbox of work that
+// may need the user, with ready-to-approve proposals. It holds the store
+// (STEWARD_HOME/action-center/actions.db: items, the seen ledger, settings
+// metadata and versioned flows), the two producers (the mail scanner and the
+// deterministic calendar reminders), the settings route and the MCP tools.
+package actions
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/audit"
+)
+
+// Path returns the store's file under STEWARD_HOME.
+func Path(home string) string { return filepath.Join(home, "action-center", "actions.db") }
+
+// List bounds (spec: "Performance, Bounding And Backpressure").
+const (
+	DefaultListLimit = 20
+	MaxListLimit     = 100
+)
+
+// Status is an item's review state.
+type Status string
+
+// Statuses. Done and dismissed are "handled": sticky across scans.
+const (
+	StatusNew       Status = "new"
+	StatusRead      Status = "read"
+	StatusDone      Status = "done"
+	StatusDismissed Status = "dismissed"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusNew, StatusRead, StatusDone, StatusDismissed:
+		return true
+	}
+	return false
+}
+
+// Handled reports whether s is closed by the user (done or dismissed).
+func (s Status) Handled() bool { return s == StatusDone || s == StatusDismissed }
+
+// Priorities.
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+)
+
+// Step is one proposed step: a tool step names a concrete MCP tool (its
+// agent name, mcp__<server>__<tool>) and arguments ready for policy
+// evaluation; a manual step explains work Steward cannot automate safely.
+type Step struct {
+	Label string          `json:"label"`
+	Type  string          `json:"type"` // "tool" or "manual"
+	Tool  string          `json:"tool,omitempty"`
+	Args  json.RawMessage `json:"args,omitempty"`
+	Links []string        `json:"links,omitempty"`
+	Notes string          `json:"notes,omitempty"`
+}
+
+// Alternative is one executable proposal with its confidence.
+type Alternative struct {
+	Summary    string  `json:"summary"`
+	Confidence float64 `json:"confidence"`
+	Steps      []Step  `json:"steps"`
+}
+
+// FlowRef records the exact flow version applied to an item.
+type FlowRef struct {
+	ID      int64  `json:"id"`
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+}
+
+// Snapshot is the context an item was planned from, so that refinement
+// never silently reinterprets the trigger or a later edit of a flow.
+type Snapshot struct {
+	Trigger      json.RawMessage   `json:"trigger,omitempty"` // the triggering mail or event
+	Context      []json.RawMessage `json:"context,omitempty"` // read-tool observations
+	Rationale    string            `json:"rationale,omitempty"`
+	Flows        []FlowRef         `json:"flows,omitempty"`
+	Revisions    []string          `json:"revisions,omitempty"` // instructions of revise_action, oldest first
+	CrossThreads []string          `json:"crossThreads,omitempty"`
+}
+
+// Item is one Action Center item.
+type Item struct {
+	ID          int64         `json:"id"`
+	SourceKey   string        `json:"sourceKey"` // mail:thread:<id> or calendar:<refId>
+	Kind        string        `json:"kind"`
+	Title       string        `json:"title"`
+	Summary     string        `json:"summary"`
+	Priority    string        `json:"priority"`
+	DueAt       *time.Time    `json:"dueAt,omitempty"`
+	Status      Status        `json:"status"`
+	CreatedAt   time.Time     `json:"createdAt"`
+	UpdatedAt   time.Time     `json:"updatedAt"`
+	SourceAt    time.Time     `json:"sourceAt"` // newest source activity it reflects
+	Proposal    []Alternative `json:"proposal,omitempty"`
+	Diagnostics []string      `json:"diagnostics,omitempty"`
+	Snapshot    Snapshot      `json:"snapshot,omitzero"`
+	Notified    bool          `json:"notified"`
+
+	// fill, when set, completes the payload (proposal, snapshot) just
+	// before the item is written.
+	fill func(*Item)
+}
+
+// Auditor receives the redacted lifecycle events; *audit.Ledger is one.
+type Auditor interface {
+	Record(ctx context.Context, e audit.Event)
+}
+
+// Options configures a Store.
+type Options struct {
+	// Audit receives item creation, revision and status events; nil records none.
+	Audit Auditor
+	// Actor is the audit actor (audit.ActorScheduler for the scan job).
+	Actor string
+	// Now replaces the clock in tests.
+	Now func() time.Time
+}
+
+// Store is actions.db. Its methods are safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	opts Options
+	// The upsert's statements, prepared once: a reminder pass runs them
+	// thousands of times in one transaction.
+	sel, ins, upd *sql.Stmt
+}
+
+const (
+	selectSQL = `SELECT ` + storedCols + ` FROM items WHERE source_key = ?`
+	insertSQL = `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
+		source_at, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?)`
+	updateSQL = `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
+		source_at=max(source_at, ?), proposal=?, diagnostics=?, snapshot=? WHERE id=?`
+)
+
+// ErrNotFound reports an item or flow id the store does not hold.
+var ErrNotFound = errors.New("action not found")
+
+var migrations = []string{`
+CREATE TABLE items (
+	id          INTEGER PRIMARY KEY,
+	source_key  TEXT NOT NULL UNIQUE,
+	kind        TEXT NOT NULL,
+	title       TEXT NOT NULL,
+	summary     TEXT NOT NULL DEFAULT '',
+	priority    TEXT NOT NULL DEFAULT 'normal',
+	due_at      INTEGER,
+	status      TEXT NOT NULL DEFAULT 'new' CHECK (status IN ('new','read','done','dismissed')),
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	source_at   INTEGER NOT NULL,
+	proposal    TEXT NOT NULL DEFAULT '[]',
+	diagnostics TEXT NOT NULL DEFAULT '[]',
+	snapshot    TEXT NOT NULL DEFAULT '{}',
+	notified_at INTEGER
+);
+CREATE INDEX items_status ON items(status, due_at);
+CREATE INDEX items_updated ON items(updated_at);
+-- Counts per status kept by triggers: list_actions reports them on every
+-- call, and counting 100,000 index entries each time would dominate it.
+CREATE TABLE item_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO item_counts VALUES ('new', 0), ('read', 0), ('done', 0), ('dismissed', 0);
+CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
+	UPDATE item_counts SET n = n + 1 WHERE status = NEW.status;
+END;
+CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN
+	UPDATE item_counts SET n = n - 1 WHERE status = OLD.status;
+END;
+CREATE TRIGGER items_count_update AFTER UPDATE OF status ON items WHEN OLD.status <> NEW.status BEGIN
+	UPDATE item_counts SET n = n - 1 WHERE status = OLD.status;
+	UPDATE item_counts SET n = n + 1 WHERE status = NEW.status;
+END;
+CREATE TABLE seen (
+	message_id TEXT PRIMARY KEY,
+	thread_key TEXT NOT NULL DEFAULT '',
+	outcome    TEXT NOT NULL,
+	seen_at    INTEGER NOT NULL
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE flows (
+	id         INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	trigger    TEXT NOT NULL,
+	guidance   TEXT NOT NULL,
+	exclusions TEXT NOT NULL DEFAULT '',
+	enabled    INTEGER NOT NULL DEFAULT 1,
+	version    INTEGER NOT NULL DEFAULT 1,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE TABLE flow_versions (
+	flow_id    INTEGER NOT NULL,
+	version    INTEGER NOT NULL,
+	name       TEXT NOT NULL,
+	trigger    TEXT NOT NULL,
+	guidance   TEXT NOT NULL,
+	exclusions TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (flow_id, version)
+);
+`}
+
+// Open opens (creating if needed) the store at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Actor == "" {
+		opts.Actor = audit.ActorHost
+	}
+	db, err := sqlitedb.Open(ctx, path, sqlitedb.Options{Migrations: migrations})
+	if err != nil {
+		return nil, fmt.Errorf("open action store %s: %w", path, err)
+	}
+	s := &Store{db: db, opts: opts}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{{&s.sel, selectSQL}, {&s.ins, insertSQL}, {&s.upd, updateSQL}} {
+		if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("prepare action store %s: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.sel, s.ins, s.upd} {
+		st.Close()
+	}
+	return s.db.Close()
+}
+
+// DB is the underlying database (benchmarks compare its queries with C SQLite).
+func (s *Store) DB() *sql.DB { return s.db }
+
+func (s *Store) audit(ctx context.Context, typ, summary string, risk audit.Risk, payload any) {
+	if s.opts.Audit != nil {
+		s.opts.Audit.Record(ctx, audit.Event{Actor: s.opts.Actor, Type: typ, Risk: risk, Tool: "action-center", Summary: summary, Payload: payload})
+	}
+}
+
+// Upserted says what Upsert did.
+type Upserted int
+
+// Upsert outcomes.
+const (
+	Unchanged Upserted = iota // a handled item kept closed, or nothing newer
+	Created
+	Updated
+	Reopened // a handled item reopened by genuinely newer activity
+)
+
+// Upsert stores it by its source key. A new key creates an item (status
+// new). An existing open item takes the new content, and becomes new again
+// when it reflects newer activity. A handled (done/dismissed) item stays
+// closed unless it.SourceAt is after the activity it was closed with
+// (genuinely newer mail on the same thread); keepStatus (calendar reminders,
+// which preserve their review status when the event moves) updates content
+// but never reopens. It returns the stored id.
+func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Upserted, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	}
+	defer tx.Rollback()
+	cur, err := s.lookup(ctx, tx, it.SourceKey)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	id, outcome, err := s.upsertTx(ctx, tx, it, keepStatus, s.opts.Now(), cur)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+	}
+	switch outcome {
+	case Created:
+		s.audit(ctx, "action.created", "Action created: "+it.Title, audit.RiskLow,
+			map[string]any{"id": id, "sourceKey": it.SourceKey, "kind": it.Kind, "flows": it.Snapshot.Flows})
+	case Reopened:
+		s.audit(ctx, "action.reopened", "Action reopened by newer activity: "+it.Title, audit.RiskLow, map[string]any{"id": id, "sourceKey": it.SourceKey})
+	}
+	return id, outcome, nil
+}
+
+// UpsertBatch stores items as Upsert does, in one transaction, and returns
+// how many were created, updated and left unchanged. The calendar
+// reminders use it: one commit per pass, not one per event.
+func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) (created, updated, unchanged int, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.opts.Now()
+	current, err := s.lookupMany(ctx, tx, items)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, it := range items {
+		id, out, err := s.upsertTx(ctx, tx, it, keepStatus, now, current[it.SourceKey])
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if out == Created { // a key twice in one batch updates the first
+			current[it.SourceKey] = &stored{id: id, status: StatusNew, sourceAt: it.SourceAt.UnixMilli()}
+		}
+		switch out {
+		case Created:
+			created++
+		case Unchanged:
+			unchanged++
+		default:
+			updated++
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	if created > 0 {
+		s.audit(ctx, "action.created", fmt.Sprintf("%d actions created (%d updated)", created, updated), audit.RiskLow,
+			map[string]any{"created": created, "updated": updated})
+	}
+	return created, updated, unchanged, nil
+}
+
+// stored is what an upsert compares with: the item's row, or nil.
+type stored struct {
+	id, sourceAt             int64
+	status                   Status
+	title, summary, priority string
+	due                      sql.NullInt64
+}
+
+const storedCols = `id, status, source_at, title, summary, priority, due_at`
+
+func scanStored(r scanner) (*stored, error) {
+	var c stored
+	if err := r.Scan(&c.id, &c.status, &c.sourceAt, &c.title, &c.summary, &c.priority, &c.due); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// lookup returns the row of key, or nil.
+func (s *Store) lookup(ctx context.Context, tx *sql.Tx, key string) (*stored, error) {
+	c, err := scanStored(tx.StmtContext(ctx, s.sel).QueryRowContext(ctx, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read action %s: %w", key, err)
+	}
+	return c, nil
+}
+
+// lookupMany returns the rows of keys in one query.
+func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[string]*stored, error) {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.SourceKey
+	}
+	list, _ := json.Marshal(keys)
+	rows, err := tx.QueryContext(ctx, `SELECT source_key, `+storedCols+` FROM items WHERE source_key IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("read actions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]*stored{}
+	for rows.Next() {
+		var key string
+		var c stored
+		if err := rows.Scan(&key, &c.id, &c.status, &c.sourceAt, &c.title, &c.summary, &c.priority, &c.due); err != nil {
+			return nil, fmt.Errorf("read actions: %w", err)
+		}
+		out[key] = &c
+	}
+	return out, rows.Err()
+}
+
+// upsertTx stores it given its current row cur (nil: none).
+func (s *Store) upsertTx(ctx context.Context, tx *sql.Tx, it Item, keepStatus bool, now time.Time, cur *stored) (int64, Upserted, error) {
+	if it.SourceKey == "" || it.Kind == "" || it.Title == "" {
+		return 0, Unchanged, errors.New("store action: source key, kind and title are required")
+	}
+	if it.Priority == "" {
+		it.Priority = PriorityNormal
+	}
+	if cur == nil {
+		prop, diag, snap, err := encodeParts(it)
+		if err != nil {
+			return 0, Unchanged, err
+		}
+		res, err := tx.StmtContext(ctx, s.ins).ExecContext(ctx, it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
+			it.SourceAt.UnixMilli(), prop, diag, snap)
+		if err != nil {
+			return 0, Unchanged, fmt.Errorf("store action %s: %w", it.SourceKey, err)
+		}
+		id, _ := res.LastInsertId()
+		return id, Created, nil
+	}
+	newer := it.SourceAt.UnixMilli() > cur.sourceAt
+	next, outcome := cur.status, Updated
+	switch {
+	case keepStatus && cur.title == it.Title && cur.summary == it.Summary && cur.priority == it.Priority && cur.due == nullMillis(it.DueAt):
+		return cur.id, Unchanged, nil // nothing moved: no write, no reordering
+	case cur.status.Handled() && !keepStatus && !newer:
+		return cur.id, Unchanged, nil
+	case cur.status.Handled() && !keepStatus:
+		next, outcome = StatusNew, Reopened
+	case newer && !keepStatus:
+		next = StatusNew
+	}
+	prop, diag, snap, err := encodeParts(it)
+	if err != nil {
+		return 0, Unchanged, err
+	}
+	if _, err := tx.StmtContext(ctx, s.upd).ExecContext(ctx, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
+		prop, diag, snap, cur.id); err != nil {
+		return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
+	}
+	return cur.id, outcome, nil
+}
+
+func nullMillis(t *time.Time) sql.NullInt64 {
+	if t == nil || t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func encodeParts(it Item) (prop, diag, snap []byte, err error) {
+	if it.fill != nil {
+		it.fill(&it)
+	}
+	if it.Proposal == nil {
+		it.Proposal = []Alternative{}
+	}
+	if it.Diagnostics == nil {
+		it.Diagnostics = []string{}
+	}
+	if prop, err = json.Marshal(it.Proposal); err == nil {
+		if diag, err = json.Marshal(it.Diagnostics); err == nil {
+			snap, err = json.Marshal(it.Snapshot)
+		}
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("encode action %s: %w", it.SourceKey, err)
+	}
+	return prop, diag, snap, nil
+}
+
+func unixOrNil(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// ListOptions filters a list. Filtering happens in SQLite before the limit.
+type ListOptions struct {
+	// IncludeHandled includes done and dismissed items (the web's "include
+	// completed/dismissed" flag); otherwise only new and read ones.
+	IncludeHandled bool
+	// HideExpired drops items whose dueAt is already past; undated items stay.
+	HideExpired bool
+	// Status, when set, lists only that status (overrides IncludeHandled).
+	Status Status
+	// Limit is clamped to 1–100; zero means DefaultListLimit.
+	Limit int
+	// IncludePayload loads proposals, diagnostics and snapshots; otherwise
+	// items carry the compact summary fields only.
+	IncludePayload bool
+}
+
+// Counts are item counts by status.
+type Counts map[Status]int
+
+// ListResult is one page with both count views.
+type ListResult struct {
+	Items         []Item `json:"items"`
+	CountsTotal   Counts `json:"countsTotal"`
+	CountsVisible Counts `json:"countsVisible"`
+	// Counts is the legacy alias of CountsTotal.
+	Counts Counts `json:"counts"`
+}
+
+// ClampLimit applies the store's own bound, whatever the caller asked.
+func ClampLimit(n int) int {
+	switch {
+	case n == 0:
+		return DefaultListLimit
+	case n < 1:
+		return 1
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
+
+const compactCols = `id, source_key, kind, title, summary, priority, due_at, status, created_at, updated_at, source_at, notified_at IS NOT NULL`
+const payloadCols = `, proposal, diagnostics, snapshot`
+
+func (o ListOptions) where(now time.Time) (string, []any) {
+	var conds []string
+	var args []any
+	switch {
+	case o.Status != "":
+		conds, args = append(conds, "+status = ?"), append(args, o.Status)
+	case !o.IncludeHandled:
+		// Unary + keeps the status index out of the page query: walking
+		// items_updated newest first stops after the page instead of
+		// sorting every open item (the counts still use the index).
+		conds = append(conds, "+status IN ('new','read')")
+	}
+	if o.HideExpired {
+		conds, args = append(conds, "(due_at IS NULL OR due_at >= ?)"), append(args, now.UnixMilli())
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Query is one SQL statement with its arguments.
+type Query struct {
+	SQL  string
+	Args []any
+}
+
+// ListQueries are the statements List runs for o at now: the page, the
+// total counts and the filter-aware visible counts (benchmarks run the same
+// SQL through C SQLite). Counts come from the trigger-kept item_counts;
+// hiding expired items subtracts the expired ones, found through the
+// (status, due_at) index.
+func ListQueries(o ListOptions, now time.Time) (page, total, visible Query) {
+	where, args := o.where(now)
+	cols := compactCols
+	if o.IncludePayload {
+		cols += payloadCols
+	}
+	page = Query{`SELECT ` + cols + ` FROM items` + where + ` ORDER BY updated_at DESC, id DESC LIMIT ?`, append(args, ClampLimit(o.Limit))}
+	total = Query{`SELECT status, n FROM item_counts`, nil}
+	// Visible counts apply the flags but not a single-status filter, so that
+	// every status card shows its own visible figure.
+	vsql := `SELECT status, n FROM item_counts c`
+	var vargs []any
+	if o.HideExpired {
+		vsql = `SELECT status, n - (SELECT count(*) FROM items i WHERE i.status = c.status AND i.due_at < ?) FROM item_counts c`
+		vargs = append(vargs, now.UnixMilli())
+	}
+	if !o.IncludeHandled {
+		vsql += ` WHERE status IN ('new','read')`
+	}
+	return page, total, Query{vsql, vargs}
+}
+
+// List returns items, most recently updated first, with total and
+// filter-aware visible counts.
+func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
+	if o.Status != "" && !o.Status.Valid() {
+		return nil, fmt.Errorf("list actions: unknown status %q (new, read, done, dismissed)", o.Status)
+	}
+	page, total, visible := ListQueries(o, s.opts.Now())
+	rows, err := s.db.QueryContext(ctx, page.SQL, page.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	defer rows.Close()
+	res := &ListResult{Items: []Item{}}
+	for rows.Next() {
+		it, err := scanItem(rows, o.IncludePayload)
+		if err != nil {
+			return nil, fmt.Errorf("list actions: %w", err)
+		}
+		res.Items = append(res.Items, *it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	if res.CountsTotal, err = s.counts(ctx, total); err != nil {
+		return nil, err
+	}
+	if res.CountsVisible, err = s.counts(ctx, visible); err != nil {
+		return nil, err
+	}
+	res.Counts = res.CountsTotal
+	return res, nil
+}
+
+func (s *Store) counts(ctx context.Context, q Query) (Counts, error) {
+	c := Counts{StatusNew: 0, StatusRead: 0, StatusDone: 0, StatusDismissed: 0}
+	rows, err := s.db.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("count actions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st Status
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count actions: %w", err)
+		}
+		c[st] = n
+	}
+	return c, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanItem(r scanner, payload bool) (*Item, error) {
+	var it Item
+	var due sql.NullInt64
+	var created, updated, source int64
+	var prop, diag, snap string
+	dest := []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &due, &it.Status, &created, &updated, &source, &it.Notified}
+	if payload {
+		dest = append(dest, &prop, &diag, &snap)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return nil, err
+	}
+	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(source)
+	if due.Valid {
+		t := time.UnixMilli(due.Int64)
+		it.DueAt = &t
+	}
+	if payload {
+		if err := json.Unmarshal([]byte(prop), &it.Proposal); err != nil {
+			return nil, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
+		}
+		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
+			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+		}
+		if err := json.Unmarshal([]byte(snap), &it.Snapshot); err != nil {
+			return nil, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
+		}
+	}
+	return &it, nil
+}
+
+// Get returns one item with its full payload.
+func (s *Store) Get(ctx context.Context, id int64) (*Item, error) {
+	it, err := scanItem(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read action %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read action %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// BySource returns the item with that source key, or ErrNotFound.
+func (s *Store) BySource(ctx context.Context, key string) (*Item, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM items WHERE source_key = ?`, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("action for %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("action for %s: %w", key, err)
+	}
+	return s.Get(ctx, id)
+}
+
+// SetStatus changes an item's status (the user's or a granted tool's decision).
+func (s *Store) SetStatus(ctx context.Context, id int64, st Status) error {
+	if !st.Valid() {
+		return fmt.Errorf("set action %d status: unknown status %q (new, read, done, dismissed)", id, st)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE items SET status = ?, updated_at = ? WHERE id = ?`, st, s.opts.Now().UnixMilli(), id)
+	if err != nil {
+		return fmt.Errorf("set action %d status: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("set action %d status: %w", id, ErrNotFound)
+	}
+	s.audit(ctx, "action.status", fmt.Sprintf("Action %d marked %s", id, st), audit.RiskLow, map[string]any{"id": id, "status": st})
+	return nil
+}
+
+// MarkRead moves a new item to read (selecting it in the app); other
+// statuses are left as they are.
+func (s *Store) MarkRead(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE items SET status = 'read' WHERE id = ? AND status = 'new'`, id)
+	if err != nil {
+		return fmt.Errorf("mark action %d read: %w", id, err)
+	}
+	return nil
+}
+
+// Revise replaces an item's proposal (and summary when given), recording the
+// instruction in its snapshot.
+func (s *Store) Revise(ctx context.Context, id int64, summary, instruction string, proposal []Alternative) (*Item, error) {
+	it, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if summary != "" {
+		it.Summary = summary
+	}
+	it.Proposal = proposal
+	it.Snapshot.Revisions = append(it.Snapshot.Revisions, instruction)
+	prop, diag, snap, err := encodeParts(*it)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, proposal=?, diagnostics=?, snapshot=?, updated_at=? WHERE id=?`,
+		it.Summary, prop, diag, snap, s.opts.Now().UnixMilli(), id); err != nil {
+		return nil, fmt.Errorf("revise action %d: %w", id, err)
+	}
+	s.audit(ctx, "action.revised", "Action revised: "+it.Title, audit.RiskLow, map[string]any{"id": id, "instruction": instruction})
+	return s.Get(ctx, id)
+}
+
+// SetSummary updates only the summary (cross-thread resolution: a later
+// message in another thread answers the task; the user confirms closing).
+func (s *Store) SetSummary(ctx context.Context, id int64, summary, crossThread string) error {
+	it, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	it.Snapshot.CrossThreads = append(it.Snapshot.CrossThreads, crossThread)
+	_, _, snap, err := encodeParts(*it)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, snapshot=?, updated_at=? WHERE id=?`, summary, snap, s.opts.Now().UnixMilli(), id); err != nil {
+		return fmt.Errorf("update action %d summary: %w", id, err)
+	}
+	return nil
+}
+
+// Unnotified lists open items not yet announced by Web Push, oldest first.
+func (s *Store) Unnotified(ctx context.Context, limit int) ([]Item, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+compactCols+` FROM items WHERE notified_at IS NULL AND status = 'new' ORDER BY id LIMIT ?`, ClampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list unnotified actions: %w", err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("list unnotified actions: %w", err)
+		}
+		out = append(out, *it)
+	}
+	return out, rows.Err()
+}
+
+// MarkNotified records that an item's notification was dispatched.
+func (s *Store) MarkNotified(ctx context.Context, id int64) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET notified_at = ? WHERE id = ?`, s.opts.Now().UnixMilli(), id); err != nil {
+		return fmt.Errorf("mark action %d notified: %w", id, err)
+	}
+	return nil
+}
+
+// Seen reports whether a message id is in the seen ledger.
+func (s *Store) Seen(ctx context.Context, messageID string) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM seen WHERE message_id = ?`, messageID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read seen ledger: %w", err)
+	}
+	return true, nil
+}
+
+// MarkSeen records message ids as considered, with the outcome, in one
+// transaction: the scanner calls it after each thread so a crash keeps
+// completed progress.
+func (s *Store) MarkSeen(ctx context.Context, threadKey, outcome string, messageIDs ...string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record seen messages: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.opts.Now().UnixMilli()
+	for _, id := range messageIDs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seen(message_id, thread_key, outcome, seen_at) VALUES (?,?,?,?)
+			ON CONFLICT(message_id) DO UPDATE SET outcome = excluded.outcome, seen_at = excluded.seen_at`, id, threadKey, outcome, now); err != nil {
+			return fmt.Errorf("record seen message %s: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record seen messages: %w", err)
+	}
+	return nil
+}
+
+// SeenCount returns the ledger's size.
+func (s *Store) SeenCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM seen`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count seen ledger: %w", err)
+	}
+	return n, nil
+}
+
+// Meta reads a metadata value ("" and false when absent).
+func (s *Store) Meta(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read action metadata %s: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// SetMeta writes a metadata value.
+func (s *Store) SetMeta(ctx context.Context, key, value string) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value); err != nil {
+		return fmt.Errorf("write action metadata %s: %w", key, err)
+	}
+	return nil
+}
