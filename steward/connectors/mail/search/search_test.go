@@ -109,7 +109,9 @@ func newFixture(t *testing.T) *fixture {
 	add(md, "INBOX", archive.Message{ID: "invoice@x", From: "Energy Co <billing@energy.example>", To: []string{"me@example.com"},
 		Subject: "Invoice 2026-06", Body: "Your renewable energy invoice is ready.", Date: day(-5)}, "S")
 	add(md, "INBOX", archive.Message{ID: "lunch@x", From: "Marta <marta@friends.org>", To: []string{"me@example.com"},
-		Subject: "Lunch on Friday?", Body: "Shall we meet at the restaurant near the office?", Date: day(-40)}, "S")
+		Subject: "Lunch on Friday?", Body: "Shall we meet at the restaurant near the office?",
+		// An hour before digest 20 (same day): equal dates would order by ingestion, which backfill does not fix.
+		Date: day(-40).Add(-time.Hour)}, "S")
 	add(md, "Sent", archive.Message{ID: "sent@x", From: "me@example.com", To: []string{"Marco Rossi <marco@solar.it>"},
 		Subject: "Re: Solar certification documents", Body: "Thanks Marco, received.", Date: day(0), InReplyTo: "solar2@x", References: []string{"solar1@x", "solar2@x"}}, "S")
 	add(md, "Trash", archive.Message{ID: "trash@x", From: "spam@spam.example", Subject: "Solar certification scam", Body: "Buy solar now", Date: day(-3)}, "S")
