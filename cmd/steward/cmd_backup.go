@@ -71,8 +71,10 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	foreground := fs.Bool("foreground", false, "keep normal CPU and I/O priority (by default a backup runs at nice 10 and idle I/O priority, so it does not slow a running steward serve)")
 	if sub == "verify" {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-			fmt.Fprintln(env.Stderr, "steward backup verify: name the backup directory")
-			return errUsage
+			if !jsonRequested(args) {
+				fmt.Fprintln(env.Stderr, "steward backup verify: name the backup directory")
+			}
+			return fmt.Errorf("%w: name the backup directory", errUsage)
 		}
 		dir := args[0]
 		if err := parseFlags(fs, args[1:]); err != nil {
@@ -265,20 +267,28 @@ empty: restore never writes over a STEWARD_HOME in use. Stores that lived outsid
 matching path settings from NEW/config.env, then run STEWARD_HOME=NEW steward serve.`)
 	newHome := fs.String("home", "", "the new STEWARD_HOME (required)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		fmt.Fprintln(env.Stderr, "steward restore: name the backup directory")
-		return errUsage
+	// DIR may come before or after the options.
+	var dir string
+	rest := args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		dir, rest = args[0], args[1:]
 	}
-	dir := args[0]
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	if *newHome == "" {
-		fmt.Fprintln(env.Stderr, "steward restore: --home NEW is required")
-		return errUsage
+	if dir == "" {
+		dir = fs.Arg(0)
+	}
+	for _, missing := range []struct {
+		unset bool
+		what  string
+	}{{dir == "", "name the backup directory"}, {*newHome == "", "--home NEW is required"}} {
+		if missing.unset {
+			if !*asJSON {
+				fmt.Fprintln(env.Stderr, "steward restore: "+missing.what)
+			}
+			return fmt.Errorf("%w: %s", errUsage, missing.what)
+		}
 	}
 	m, err := backup.Restore(ctx, dir, *newHome, progressPrinter(env.Stderr, *asJSON))
 	if err != nil {
