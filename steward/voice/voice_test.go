@@ -76,6 +76,7 @@ type env struct {
 	send     *sendTool
 	store    *chats.Store
 	audits   *auditLog
+	tools    func() []agent.Tool
 }
 
 type auditLog struct {
@@ -151,9 +152,10 @@ func newEnv(t *testing.T, script ringbacktest.Script, network ...voice.Network) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.tools = func() []agent.Tool { return append(bridge.Tools(), e.send) }
 	e.host = host.New(host.Options{Token: token, Home: dir, Chats: host.ManagerOptions{
 		Store: e.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: e.provider.URL}), ModelName: "tier-5",
-		Tools:  func() []agent.Tool { return append(bridge.Tools(), e.send) },
+		Tools:  e.tools,
 		Policy: pol, ApprovalTimeout: time.Minute, SystemPrompt: "test prompt",
 	}})
 	t.Cleanup(e.host.Close)
