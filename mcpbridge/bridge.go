@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -125,6 +126,7 @@ type Bridge struct {
 	started bool
 	closed  bool
 	cancel  context.CancelFunc
+	runCtx  context.Context // Start's, for servers Reconfigure adds
 	wg      sync.WaitGroup
 
 	// after waits out a restart delay; tests replace it to hold and count
@@ -164,14 +166,7 @@ func New(opts Options) *Bridge {
 	seen := map[string]bool{}
 	now := time.Now()
 	for _, cfg := range opts.Servers {
-		cfg.Args = slices.Clone(cfg.Args)
-		cfg.Env = maps.Clone(cfg.Env)
-		cfg.Headers = maps.Clone(cfg.Headers)
-		s := &server{
-			b: b, cfg: cfg, mask: secretMasker(cfg),
-			log:   log.With("mcp_server", cfg.Name),
-			state: StateStarting, since: now,
-		}
+		s := b.newServer(cfg, now)
 		if err := cfg.Validate(); err != nil {
 			s.state, s.lastErr, s.invalid = StateFailed, s.mask(err.Error()), true
 		} else if seen[cfg.Name] {
@@ -181,6 +176,88 @@ func New(opts Options) *Bridge {
 		b.servers = append(b.servers, s)
 	}
 	return b
+}
+
+func (b *Bridge) newServer(cfg ServerConfig, now time.Time) *server {
+	cfg.Args = slices.Clone(cfg.Args)
+	cfg.Env = maps.Clone(cfg.Env)
+	cfg.Headers = maps.Clone(cfg.Headers)
+	return &server{
+		b: b, cfg: cfg, mask: secretMasker(cfg),
+		log:   b.log.With("mcp_server", cfg.Name),
+		state: StateStarting, since: now,
+	}
+}
+
+// launchLocked starts s under the bridge's context; b.mu is held.
+func (b *Bridge) launchLocked(ctx context.Context, s *server) {
+	sctx, cancel := context.WithCancel(ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	b.wg.Go(func() {
+		defer close(s.done)
+		s.run(sctx)
+	})
+}
+
+// Reconfigure makes the bridge run exactly servers, as a reloaded mcp.json
+// says: a server whose configuration is unchanged keeps running (its session
+// and calls in flight intact), a changed one is stopped and started again, a
+// new one starts and a removed one stops. An invalid or duplicate
+// configuration changes nothing and is returned, so a bad file keeps the
+// servers that run.
+func (b *Bridge) Reconfigure(servers []ServerConfig) error {
+	seen := map[string]bool{}
+	for _, cfg := range servers {
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		if seen[cfg.Name] {
+			return fmt.Errorf("duplicate server name %q", cfg.Name)
+		}
+		seen[cfg.Name] = true
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errors.New("the MCP bridge is closed")
+	}
+	old := map[string]*server{}
+	for _, s := range b.servers {
+		old[s.cfg.Name] = s
+	}
+	now := time.Now()
+	var next []*server
+	var stop []*server
+	for _, cfg := range servers {
+		if s, ok := old[cfg.Name]; ok && !s.invalid && reflect.DeepEqual(s.cfg, cfg) {
+			next = append(next, s)
+			delete(old, cfg.Name)
+			continue
+		}
+		next = append(next, b.newServer(cfg, now))
+	}
+	for _, s := range old {
+		stop = append(stop, s)
+	}
+	b.servers = next
+	ctx := b.runCtx
+	if b.started {
+		for _, s := range next {
+			if s.done == nil && !s.invalid {
+				b.launchLocked(ctx, s)
+			}
+		}
+	}
+	b.notifyLocked()
+	b.mu.Unlock()
+	for _, s := range stop {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		b.log.Info("mcp server removed by a configuration reload", "mcp_server", s.cfg.Name)
+	}
+	return nil
 }
 
 // Start launches every server concurrently and returns at once; each has
@@ -194,11 +271,12 @@ func (b *Bridge) Start(ctx context.Context) {
 	}
 	b.started = true
 	ctx, b.cancel = context.WithCancel(ctx)
+	b.runCtx = ctx
 	for _, s := range b.servers {
 		if s.invalid {
 			continue
 		}
-		b.wg.Go(func() { s.run(ctx) })
+		b.launchLocked(ctx, s)
 	}
 }
 
@@ -422,6 +500,11 @@ type server struct {
 	log     *slog.Logger
 	mask    func(string) string
 	invalid bool // never started: bad or duplicate configuration
+
+	// cancel stops this server alone (Reconfigure); done closes when its
+	// run has returned.
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	// Guarded by b.mu.
 	state    State

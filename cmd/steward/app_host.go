@@ -151,20 +151,20 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if err != nil {
 		return nil, err
 	}
-	if voiceServer != nil {
-		for _, s := range connectors {
+	withVoice := func(servers []mcpbridge.ServerConfig) ([]mcpbridge.ServerConfig, error) {
+		if voiceServer == nil {
+			return servers, nil
+		}
+		for _, s := range servers {
 			if s.Name == voiceServerName {
 				return nil, fmt.Errorf("mcp.json: server %q has the name the voice transport uses while STEWARD_VOICE_TRANSPORT is set; rename it", s.Name)
 			}
 		}
-		connectors = append(connectors, *voiceServer)
+		return append(servers, *voiceServer), nil
 	}
-	// The MCP servers keep running across SIGHUP (their calls and sessions
-	// stay intact): mcp.json is checked, and a restart applies it.
-	d.reload.addCheck(filepath.Join(sc.home, "mcp.json"), func() error {
-		_, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
-		return err
-	})
+	if connectors, err = withVoice(connectors); err != nil {
+		return nil, err
+	}
 	bridge := mcpbridge.New(mcpbridge.Options{Servers: connectors, Logger: log.With("component", "mcp"),
 		CustomMethods: []string{searchprep.Method},
 		// The connectors read the same config.env: its warnings are shown once, by serve.
@@ -178,6 +178,19 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		}})
 	bridge.Start(ctx)
 	st.push(bridge.Close)
+	// SIGHUP applies mcp.json: unchanged servers keep running (their calls
+	// and sessions intact), changed ones restart, new ones start, removed
+	// ones stop; a bad file keeps the servers that run.
+	d.reload.add(filepath.Join(sc.home, "mcp.json"), func() error {
+		servers, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
+		if err == nil {
+			servers, err = withVoice(servers)
+		}
+		if err != nil {
+			return err
+		}
+		return bridge.Reconfigure(servers)
+	})
 
 	pushSvc, err := push.Open(push.Options{Home: sc.home, Contact: d.cfg.String("STEWARD_PUSH_CONTACT", ""), Logger: log})
 	if err != nil {

@@ -19,22 +19,14 @@ type reloader struct {
 }
 
 type reloadStep struct {
-	file      string
-	fn        func() error
-	checkOnly bool // validated on SIGHUP, applied on restart
+	file string
+	fn   func() error
 }
 
 func (r *reloader) add(file string, fn func() error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.steps = append(r.steps, reloadStep{file: file, fn: fn})
-}
-
-// addCheck validates file on SIGHUP without applying it.
-func (r *reloader) addCheck(file string, fn func() error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.steps = append(r.steps, reloadStep{file: file, fn: fn, checkOnly: true})
 }
 
 func (r *reloader) reload() {
@@ -44,10 +36,6 @@ func (r *reloader) reload() {
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
 			r.log.Error("SIGHUP: kept the previous configuration; fix the file and send SIGHUP again", "file", s.file, "err", err)
-			continue
-		}
-		if s.checkOnly {
-			r.log.Warn("SIGHUP: the file is valid; restart steward serve to apply it", "file", s.file)
 			continue
 		}
 		r.log.Info("SIGHUP: reloaded", "file", s.file)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,5 +65,38 @@ func TestSIGHUPReloadsPolicyAndKeepsTheOldOnError(t *testing.T) {
 	waitFor(t, func() bool { return decision() == "allow" })
 	if !strings.Contains(logs.String(), "SIGHUP: reloaded") {
 		t.Errorf("no reload log line:\n%s", logs)
+	}
+
+	// mcp.json: a new server starts on SIGHUP; a broken file keeps it; a
+	// removed one stops. Steward's own connectors keep running throughout.
+	tools := func() []string {
+		var st struct {
+			Tools []struct{ Name string }
+		}
+		getJSON(t, base+"/system/status", token, &st)
+		var names []string
+		for _, tool := range st.Tools {
+			names = append(names, tool.Name)
+		}
+		return names
+	}
+	self, _ := os.Executable()
+	mcpPath := filepath.Join(home, "mcp.json")
+	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"mine": map[string]any{"command": self, "args": []string{testMCPServerArg, t.TempDir(), "hello"}}}})
+	os.WriteFile(mcpPath, cfg, 0o600)
+	hup()
+	waitFor(t, func() bool { return slices.Contains(tools(), "mcp__mine__hello") })
+	os.WriteFile(mcpPath, []byte(`{"mcpServers": {"mine": {"comand": "x"}}}`), 0o600)
+	hup()
+	waitFor(t, func() bool { return strings.Count(logs.String(), "SIGHUP: kept the previous configuration") >= 3 })
+	if !slices.Contains(tools(), "mcp__mine__hello") {
+		t.Fatal("a broken mcp.json stopped the running server")
+	}
+	os.WriteFile(mcpPath, []byte(`{"mcpServers": {}}`), 0o600)
+	hup()
+	waitFor(t, func() bool { return !slices.Contains(tools(), "mcp__mine__hello") })
+	if !slices.Contains(tools(), "mcp__shell__find_files") {
+		t.Fatal("Steward's own connector stopped on reload")
 	}
 }
