@@ -139,29 +139,12 @@ func (n namedInfo) Name() string { return n.name }
 // bytes go to a temporary file first and are linked into place, so that a
 // writer killed midway never leaves a partial file under the final name.
 func publishExclusive(dest string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(dest), ".tmp-"+filepath.Base(dest)+"-*")
+	tmp, err := writeTemp(dest, data)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Link(tmp, dest)
-	}
-	return err
+	return os.Link(tmp, dest)
 }
 
 // RemoveStaleTemps removes the temporary files a killed writer left in the

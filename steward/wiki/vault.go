@@ -463,15 +463,29 @@ func (v *Vault) WriteFile(ctx context.Context, rel string, content []byte, baseH
 // AtomicWrite writes b to path through a temporary file in the same folder
 // and a rename, so that readers see the old or the new file, never a part.
 func AtomicWrite(full string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(full), ".tmp-"+filepath.Base(full)+"-*")
+	tmp, err := writeTemp(full, b)
 	if err != nil {
 		return err
 	}
+	if err = os.Rename(tmp, full); err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// writeTemp writes data, synced and mode 0644, to a new temporary file
+// beside dest (creating its folder) and returns its path; the caller
+// publishes it by rename or link.
+func writeTemp(dest string, data []byte) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(filepath.Dir(dest), ".tmp-"+filepath.Base(dest)+"-*")
+	if err != nil {
+		return "", err
+	}
 	tmp := f.Name()
-	_, err = f.Write(b)
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -481,13 +495,11 @@ func AtomicWrite(full string, b []byte) error {
 	if err == nil {
 		err = os.Chmod(tmp, 0o644)
 	}
-	if err == nil {
-		err = os.Rename(tmp, full)
-	}
 	if err != nil {
 		os.Remove(tmp)
+		return "", err
 	}
-	return err
+	return tmp, nil
 }
 
 // scaffold holds the starting content of a new vault's fixed files.
