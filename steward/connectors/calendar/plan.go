@@ -518,34 +518,30 @@ func (w *Writer) planUpdate(ctx context.Context, p UpdateEventParams) (*Plan, *U
 		}
 		ch.TimeZone, norm.TimeZone = &z, &z
 	}
-	if p.Start != nil {
+	// bound reads a changed start or end: a date for an all-day event, else an
+	// instant, with the form the approval card shows.
+	bound := func(field, v string) (date *string, at *time.Time, shown *string, err error) {
 		if allDay {
-			d, err := parseDate("start", *p.Start)
+			d, err := parseDate(field, v)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			ch.StartDate, norm.Start = &d, &d
-		} else {
-			t, err := parseInstant("start", *p.Start)
-			if err != nil {
-				return nil, nil, err
-			}
-			ch.Start, norm.Start = &t, ptr(t.In(w.zone).Format(time.RFC3339))
+			return &d, nil, &d, nil
+		}
+		t, err := parseInstant(field, v)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, &t, ptr(t.In(w.zone).Format(time.RFC3339)), nil
+	}
+	if p.Start != nil {
+		if ch.StartDate, ch.Start, norm.Start, err = bound("start", *p.Start); err != nil {
+			return nil, nil, err
 		}
 	}
 	if p.End != nil {
-		if allDay {
-			d, err := parseDate("end", *p.End)
-			if err != nil {
-				return nil, nil, err
-			}
-			ch.EndDate, norm.End = &d, &d
-		} else {
-			t, err := parseInstant("end", *p.End)
-			if err != nil {
-				return nil, nil, err
-			}
-			ch.End, norm.End = &t, ptr(t.In(w.zone).Format(time.RFC3339))
+		if ch.EndDate, ch.End, norm.End, err = bound("end", *p.End); err != nil {
+			return nil, nil, err
 		}
 	}
 	if p.Alarms != nil {
