@@ -12,16 +12,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
-	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentstack/agentstack/browsertest"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	rtt "github.com/agentstack/agentstack/saivage/runtime/runtimetest"
 )
@@ -31,69 +30,17 @@ var screenshotDir = flag.String("screenshots", "", "write cockpit screenshots (P
 // browser is one headless Chromium session (Debian's chromium, the flags
 // CI uses, a fresh profile).
 type browser struct {
-	t   *testing.T
-	ctx context.Context
-
-	mu         sync.Mutex
-	exceptions []string
+	t    *testing.T
+	ctx  context.Context
+	page *browsertest.Browser
 }
 
-func chromium() string {
-	if p := os.Getenv("STEWARD_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
+// newBrowser starts Chromium (the CI's flags, a fresh profile) with a
+// viewport of width×height; it skips the test when none is installed.
 func newBrowser(t *testing.T, width, height int64, mobile bool) *browser {
 	t.Helper()
-	path := chromium()
-	if path == "" {
-		t.Skip("no chromium binary found (install Debian's chromium package): browser tests skipped")
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute) // a hang guard only
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancel()
-		cancelAlloc()
-	})
-	b := &browser{t: t, ctx: ctx}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
-			desc := ""
-			if e.ExceptionDetails.Exception != nil {
-				desc = e.ExceptionDetails.Exception.Description
-			}
-			b.mu.Lock()
-			b.exceptions = append(b.exceptions, e.ExceptionDetails.Text+": "+desc)
-			b.mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	opts := []chromedp.EmulateViewportOption{}
-	if mobile {
-		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch)
-	}
-	b.do(chromedp.EmulateViewport(width, height, opts...))
-	return b
+	page := browsertest.Start(t, browsertest.Options{Width: width, Height: height, Mobile: mobile})
+	return &browser{t: t, ctx: page.Ctx, page: page}
 }
 
 func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
@@ -136,17 +83,13 @@ func (b *browser) debug() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + ' conn=' + document.documentElement.dataset.conn + ' runtime=' + document.documentElement.dataset.runtime + '\n' + document.getElementById('main').innerText.slice(0, 1500)`))
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return fmt.Sprintf("\n--- page ---\n%s\n--- exceptions: %v", text, b.exceptions)
+	return fmt.Sprintf("\n--- page ---\n%s\n--- exceptions: %v", text, b.page.Exceptions())
 }
 
 func (b *browser) noExceptions() {
 	b.t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.exceptions) > 0 {
-		b.t.Errorf("the page threw: %v", b.exceptions)
+	if ex := b.page.Exceptions(); len(ex) > 0 {
+		b.t.Errorf("the page threw: %v", ex)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/browsertest"
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
@@ -373,26 +372,9 @@ func (l *trackingListener) dropAll() {
 
 // browser is one headless Chromium session.
 type browser struct {
-	t   *testing.T
-	ctx context.Context
-
-	mu         sync.Mutex
-	exceptions []string
-}
-
-func chromiumPath() string {
-	if p := os.Getenv("STEWARD_CHROMIUM"); p != "" {
-		if _, err := exec.LookPath(p); err == nil {
-			return p
-		}
-		return ""
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
+	t    *testing.T
+	ctx  context.Context
+	page *browsertest.Browser
 }
 
 // newBrowser starts Chromium with exactly the CI's flags and a fresh
@@ -400,55 +382,8 @@ func chromiumPath() string {
 // Chromium is installed.
 func newBrowser(t *testing.T, width, height int64, mobile bool) *browser {
 	t.Helper()
-	path := chromiumPath()
-	if path == "" {
-		t.Skip("no chromium binary found (install Debian's chromium package, or set STEWARD_CHROMIUM): browser tests skipped")
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		// A synthetic microphone (a beep) granted without a prompt, for dictation.
-		chromedp.Flag("use-fake-device-for-media-stream", true),
-		chromedp.Flag("use-fake-ui-for-media-stream", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := chromedp.NewContext(actx)
-	// A hang guard only: every step waits for a DOM condition.
-	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancel()
-		cancelAlloc()
-	})
-	b := &browser{t: t, ctx: ctx}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			b.mu.Lock()
-			b.exceptions = append(b.exceptions, e.ExceptionDetails.Text+": "+describe(e.ExceptionDetails.Exception))
-			b.mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	opts := []chromedp.EmulateViewportOption{}
-	if mobile {
-		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch)
-	}
-	b.do(chromedp.EmulateViewport(width, height, opts...))
-	return b
-}
-
-func describe(o *runtime.RemoteObject) string {
-	if o == nil {
-		return ""
-	}
-	return o.Description
+	page := browsertest.Start(t, browsertest.Options{Width: width, Height: height, Mobile: mobile, Timeout: 4 * time.Minute})
+	return &browser{t: t, ctx: page.Ctx, page: page}
 }
 
 // do runs actions, failing the test on error.
@@ -493,17 +428,13 @@ func (b *browser) debug() string {
 	if err != nil {
 		return ""
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return fmt.Sprintf("\n--- page text (end) ---\n%s\n--- exceptions: %v", text, b.exceptions)
+	return fmt.Sprintf("\n--- page text (end) ---\n%s\n--- exceptions: %v", text, b.page.Exceptions())
 }
 
 func (b *browser) noExceptions() {
 	b.t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.exceptions) > 0 {
-		b.t.Errorf("the page threw: %v", b.exceptions)
+	if ex := b.page.Exceptions(); len(ex) > 0 {
+		b.t.Errorf("the page threw: %v", ex)
 	}
 }
 
