@@ -12,11 +12,16 @@ import (
 
 var hang = llmtest.Reply{Content: "…", Delay: time.Hour}
 
+// waitActive waits until chain is active and its leaf's Planner call has
+// reached the scripted provider: the runtime counts a call in flight before
+// its request is sent, and an urgent stop landing in between would make the
+// replacement's call, not this one, take the leaf's hanging reply.
 func (e *env) waitActive(chain ...string) {
 	e.t.Helper()
+	leaf := "planner@" + chain[len(chain)-1]
 	e.waitFor("the active chain", func() bool {
 		st := e.rt.Status()
-		return slices.Equal(st.Activations, chain) && st.ModelCallsInFlight == 1
+		return slices.Equal(st.Activations, chain) && st.ModelCallsInFlight == 1 && e.script.Count(leaf) == 1
 	})
 }
 
