@@ -37,17 +37,26 @@ type background struct {
 	sys     *systemDeps
 }
 
+// schedulerSettings returns the job table and whether the scheduler runs
+// in serve (STEWARD_SCHEDULER); an invalid setting is an error naming it.
+func schedulerSettings(cfg *config.Config) (jobs []scheduler.Job, enabled bool, err error) {
+	if jobs, err = schedulerJobs(cfg); err != nil {
+		return nil, false, err
+	}
+	enabled = cfg.Bool("STEWARD_SCHEDULER", true)
+	if err := cfg.Err(); err != nil {
+		return nil, false, fmt.Errorf("invalid settings:\n%w", err)
+	}
+	return jobs, enabled, nil
+}
+
 // startBackground validates the scheduler settings, then starts the
 // scheduler, the mail watcher and the preparation queue; st stops them.
 func startBackground(ctx context.Context, env *cliEnv, d hostDeps, bridge *mcpbridge.Bridge, h *host.Host, engine *watch.Engine, pushSvc *push.Service, st *stack) (*background, error) {
 	cfg := d.cfg
-	jobs, err := schedulerJobs(cfg)
+	jobs, enabled, err := schedulerSettings(cfg)
 	if err != nil {
 		return nil, err
-	}
-	enabled := cfg.Bool("STEWARD_SCHEDULER", true)
-	if err := cfg.Err(); err != nil {
-		return nil, fmt.Errorf("invalid settings:\n%w", err)
 	}
 	bg := &background{jobs: jobs, logPath: schedulerLogPath(cfg.Home),
 		sys: &systemDeps{cfg: cfg, env: env, gatewayURL: d.gatewayURL, bridge: bridge, engine: engine, push: pushSvc}}

@@ -406,7 +406,7 @@ func TestSchedulerBenchSmoke(t *testing.T) {
 }
 
 // TestServeRefusesBadSchedulerSettings: an invalid SCHED_* value stops
-// `steward serve` before it serves, naming the variable.
+// `steward serve` before it opens anything, naming the variable.
 func TestServeRefusesBadSchedulerSettings(t *testing.T) {
 	for _, tc := range []struct{ name, value, want string }{
 		{"SCHED_MAIL_RECONCILE_MIN", "0", "SCHED_MAIL_RECONCILE_MIN=0: must be between 1 and 1440"},
@@ -436,6 +436,10 @@ func TestServeRefusesBadSchedulerSettings(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(vars["STEWARD_HOME"], "logs", "scheduler.jsonl")); err == nil {
 				t.Error("the scheduler started despite the bad setting")
+			}
+			// Refused before any store was opened or connector started.
+			if _, err := os.Stat(filepath.Join(vars["STEWARD_HOME"], "usage.db")); err == nil {
+				t.Error("serve opened the usage ledger before refusing the setting")
 			}
 		})
 	}

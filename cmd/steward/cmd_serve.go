@@ -214,6 +214,15 @@ func serve(ctx context.Context, env *cliEnv, sc *serveConfig, hostLn, gwLn net.L
 		}
 	}
 
+	if hostLn != nil {
+		// A bad scheduler setting stops start-up before any store or
+		// connector is opened (startBackground reads them again later).
+		if _, _, err := schedulerSettings(cfg); err != nil {
+			closeListeners()
+			return err
+		}
+	}
+
 	// The HTTPS listener for phones: a broken certificate setting stops
 	// start-up before anything is opened.
 	var certs *host.CertReloader
