@@ -90,7 +90,7 @@ func (s *Store) classifyMailboxes(ctx context.Context, accounts []*accountState,
 		sort.Strings(sib)
 		role, err := s.classifier.ClassifyMailbox(ctx, mail.ClassifyRequest{Account: k.account, Mailbox: k.mailbox, Siblings: sib})
 		if err != nil {
-			s.log.Warn("mailbox role classification failed; it stays an ordinary folder and is retried at the next sync",
+			s.log.Warn("mailbox role classification failed; it stays an ordinary folder and is asked again when the mailbox is next read",
 				"account", k.account, "mailbox", k.mailbox, "err", err)
 			continue
 		}

@@ -109,7 +109,11 @@ func TestMailboxRolesThroughTheGateway(t *testing.T) {
 	}
 
 	// The answers are cached: a reconcile, and a reopened mirror, ask only
-	// about the mailbox whose answer could not be read ("Boh").
+	// about the mailbox whose answer could not be read ("Boh"), each time
+	// they read it. A reconcile reads only changed folders (an unchanged one
+	// is skipped, or listed anyway when its change fell in the recorded
+	// timestamp tick), so Boh gets new mail before each reconcile.
+	mustAdd(t, md, "Boh", testMessage("more"), "S")
 	if _, err := s.Sync(context.Background(), SyncOptions{Mode: Reconcile}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +124,7 @@ func TestMailboxRolesThroughTheGateway(t *testing.T) {
 	}
 	defer s.Close()
 	mustAdd(t, md, "Cose spedite", testMessage("another"), "S")
+	mustAdd(t, md, "Boh", testMessage("again"), "S")
 	if _, err := s.Sync(context.Background(), SyncOptions{Mode: Reconcile}); err != nil {
 		t.Fatal(err)
 	}
