@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
+	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/project"
 )
 
@@ -277,5 +278,22 @@ models:
 	json.Unmarshal(b, &doc)
 	if doc["cause"] != "context_length" || doc["provider"] != "p" || doc["status"] != float64(400) || strings.Contains(string(b), "sk-config-secret-99") {
 		t.Errorf("document = %s", b)
+	}
+}
+
+// TestAssistantRowsKeepReasoningItems: the encrypted reasoning of an
+// assistant message survives its conversation row, so the next request to
+// the producing account can replay it.
+func TestAssistantRowsKeepReasoningItems(t *testing.T) {
+	items := []llm.ReasoningItem{{ID: "rs_1", EncryptedContent: "enc", Producer: llm.ProducerID("openai", "work")}}
+	row := conversations.Row{ID: "s:assistant:1", Kind: "assistant", Content: rawJSON(assistantContent{Text: "calling", ReasoningItems: items})}
+	msgs := rowsToMessages([]conversations.Row{row})
+	if len(msgs) != 1 || len(msgs[0].ReasoningItems) != 1 || msgs[0].ReasoningItems[0] != items[0] || msgs[0].Content != "calling" {
+		t.Errorf("messages = %+v", msgs)
+	}
+	var plain map[string]any
+	json.Unmarshal(rawJSON(assistantContent{Text: "x"}), &plain)
+	if _, ok := plain["reasoning"]; !ok || plain["reasoning_items"] != nil {
+		t.Errorf("row without items = %v", plain)
 	}
 }
