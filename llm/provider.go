@@ -101,10 +101,9 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	var cr ChatRequest
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &cr); err != nil {
-		return jsonError(req, http.StatusBadRequest, "invalid_request", "request is not a chat completion: "+err.Error()), nil
+	if err := json.Unmarshal(body, &cr); err != nil || json.Unmarshal(body, &fields) != nil || fields == nil {
+		return jsonError(req, http.StatusBadRequest, "invalid_request", "request is not a chat completion object"), nil
 	}
-	json.Unmarshal(body, &fields)
 	mw := t.o.Models(cr.Model)
 	if mw.Protocol == "" {
 		mw.Protocol = ProtocolChat
@@ -219,12 +218,10 @@ func (t *ProviderTransport) post(ctx context.Context, orig *http.Request, path s
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
-	for _, k := range []string{"Content-Type", "Accept", HeaderUsageService, HeaderUsageAction} {
-		if v := orig.Header.Get(k); v != "" {
-			req.Header.Set(k, v)
-		}
-	}
 	req.Header.Set("Content-Type", "application/json")
+	if v := orig.Header.Get("Accept"); v != "" {
+		req.Header.Set("Accept", v)
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
@@ -324,7 +321,9 @@ func (t *ProviderTransport) translateStream(orig *http.Request, resp *http.Respo
 			_, err = fmt.Fprintf(pw, "data: %s\n\n", b)
 			return err
 		})
-		if err != nil && orig.Context().Err() == nil {
+		// A reader that went away (its context ended or it closed the body)
+		// is not a provider failure.
+		if err != nil && orig.Context().Err() == nil && !errors.Is(err, io.ErrClosedPipe) {
 			var ae *APIError
 			body := ErrorBody{Message: fmt.Sprintf("%s: %v", t.o.Name, err), Code: "protocol_error"}
 			if errors.As(err, &ae) {

@@ -414,3 +414,33 @@ func TestProviderTransportCapsChatOutputTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestProviderTransportRefusesNonObjects(t *testing.T) {
+	srv := newWireServer(t)
+	tr := llm.NewProviderTransport(llm.ProviderTransportOptions{Name: "p", BaseURL: srv.URL, Models: func(string) llm.ModelWire { return llm.ModelWire{MaxOutputTokens: 10} }})
+	for _, body := range []string{"null", "[1]", "{", `"x"`} {
+		req, _ := http.NewRequest(http.MethodPost, "http://provider.invalid/v1/chat/completions", strings.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %v %v", body, resp, err)
+		}
+	}
+	if n := len(srv.requests()); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}
+
+// BenchmarkResponsesStream measures translating a Responses stream (text,
+// reasoning and one tool call) into chat chunks.
+func BenchmarkResponsesStream(b *testing.B) {
+	data := fixture(b, "tool_call.sse")
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var acc llm.Accumulator
+		s := llm.ResponsesStream{Producer: "p"}
+		if err := s.Run(strings.NewReader(data), func(c llm.StreamChunk) error { acc.Add(c); return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
