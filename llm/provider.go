@@ -139,7 +139,7 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	fr.Body = up
 	if cr.Stream {
-		return t.translateStream(req, resp, fr), nil
+		return t.translateStream(req, resp, fr)
 	}
 	return t.translateOnce(req, resp, mw.Protocol == ProtocolCodex, fr), nil
 }
@@ -306,21 +306,37 @@ func (t *ProviderTransport) failed(orig *http.Request, err error, fr FailedReque
 }
 
 // translateStream answers a streamed request with chat-completions SSE
-// translated from the provider's Responses stream. A failure after the
-// headers ends the stream with an in-band error event.
-func (t *ProviderTransport) translateStream(orig *http.Request, resp *http.Response, fr FailedRequest) *http.Response {
+// translated from the provider's Responses stream. A stream that fails
+// before any output becomes an HTTP error answer (so a gateway can fail
+// over on it); a failure after output started ends the stream with an
+// in-band error event.
+func (t *ProviderTransport) translateStream(orig *http.Request, resp *http.Response, fr FailedRequest) (*http.Response, error) {
 	pr, pw := io.Pipe()
+	started := make(chan error, 1) // nil once output started
 	go func() {
 		defer resp.Body.Close()
 		s := ResponsesStream{Producer: t.o.Producer}
+		begun := false
 		err := s.Run(resp.Body, func(c StreamChunk) error {
 			b, err := json.Marshal(c)
 			if err != nil {
 				return err
 			}
+			if !begun {
+				begun = true
+				started <- nil
+			}
 			_, err = fmt.Fprintf(pw, "data: %s\n\n", b)
 			return err
 		})
+		if !begun {
+			if err == nil {
+				err = errors.New("responses stream finished without output")
+			}
+			started <- err
+			pw.Close()
+			return
+		}
 		// A reader that went away (its context ended or it closed the body)
 		// is not a provider failure.
 		if err != nil && orig.Context().Err() == nil && !errors.Is(err, io.ErrClosedPipe) {
@@ -340,8 +356,14 @@ func (t *ProviderTransport) translateStream(orig *http.Request, resp *http.Respo
 		}
 		pw.CloseWithError(err)
 	}()
+	if err := <-started; err != nil {
+		if ctxErr := orig.Context().Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return t.failed(orig, err, fr), nil
+	}
 	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, ContentLength: -1, Request: orig}
+		Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, ContentLength: -1, Request: orig}, nil
 }
 
 func jsonError(orig *http.Request, status int, code, msg string) *http.Response {

@@ -266,13 +266,15 @@ func TestResponsesTerminalFailures(t *testing.T) {
 	truncated = truncated[:strings.Index(truncated, "event: response.completed")]
 	tests := []struct {
 		name, body string
-		code       string // in-band APIError code; "" for a plain error
+		code       string // APIError code
+		status     int    // its HTTP status: a failure before output is an HTTP error, later ones are in-band (0)
 		cause      string
 		finish     string // when the call succeeds
 	}{
-		{name: "response.failed", body: fixture(t, "failed.sse"), code: "context_length_exceeded", cause: "context_length"},
-		{name: "error event", body: fixture(t, "error_event.sse"), code: "rate_limit_exceeded", cause: "rate_limit"},
-		{name: "no terminal event", body: truncated, code: "protocol_error", cause: "protocol"},
+		{name: "response.failed", body: fixture(t, "failed.sse"), code: "context_length_exceeded", status: 400, cause: "context_length"},
+		{name: "error event", body: fixture(t, "error_event.sse"), code: "rate_limit_exceeded", status: 429, cause: "rate_limit"},
+		{name: "no terminal event after output", body: truncated, code: "protocol_error", cause: "protocol"},
+		{name: "no output at all", body: "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n", code: "protocol_error", status: 502, cause: "protocol"},
 		{name: "response.incomplete", body: fixture(t, "incomplete.sse"), finish: "length"},
 	}
 	for _, tc := range tests {
@@ -291,8 +293,8 @@ func TestResponsesTerminalFailures(t *testing.T) {
 				return
 			}
 			var ae *llm.APIError
-			if !errors.As(err, &ae) || ae.Code != tc.code {
-				t.Fatalf("err = %v, want code %s", err, tc.code)
+			if !errors.As(err, &ae) || ae.Code != tc.code || ae.Status != tc.status {
+				t.Fatalf("err = %#v, want code %s status %d", err, tc.code, tc.status)
 			}
 			got := rec.all()
 			if len(got) != 1 || got[0].Cause != tc.cause || got[0].Provider != "openai:main" || got[0].Endpoint != "/responses" || len(got[0].Body) == 0 {

@@ -297,3 +297,40 @@ func TestAssistantRowsKeepReasoningItems(t *testing.T) {
 		t.Errorf("row without items = %v", plain)
 	}
 }
+
+// TestResponsesFailureBeforeOutputFailsOver: a Responses stream that ends
+// in a rate-limit error event before any output is a 429 to the gateway,
+// which moves on to the next account.
+func TestResponsesFailureBeforeOutputFailsOver(t *testing.T) {
+	limited, err := os.ReadFile(filepath.Join("..", "..", "llm", "testdata", "responses", "error_event.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := newProvider(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(limited)
+	})
+	second := newProvider(t, chatOK)
+	m, err := bind(t, t.TempDir(), `providers:
+  p:
+    accounts:
+      a: {baseUrl: `+first.URL+`, apiKey: ka, priority: 2, capabilities: {transportProtocol: responses}}
+      b: {baseUrl: `+second.URL+`, apiKey: kb, priority: 1}
+models:
+  routes:
+    default: {candidates: [p/m]}
+`, ModelsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+	if err != nil || resp.Choices[0].Message.Content != "fine" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	if len(tr.Attempts) != 2 || tr.Attempts[0].Status != 429 || tr.Attempts[0].Provider != "p:a" || tr.Attempts[1].Provider != "p:b" {
+		t.Errorf("attempts = %+v", tr.Attempts)
+	}
+	if s := first.seen(); len(s) != 1 || s[0].Path != "/responses" {
+		t.Errorf("first account saw %+v", s)
+	}
+}
