@@ -50,6 +50,9 @@ type AuthProfileFile struct {
 	// TokenURL is the OAuth token endpoint (https, or http on loopback).
 	TokenURL string `json:"token_url,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
+	// AccountID is the provider-side account the token belongs to; the
+	// Codex protocol sends it as the chatgpt-account-id header.
+	AccountID string `json:"account_id,omitempty"`
 }
 
 // expirySkew refreshes an OAuth token this long before it expires.
@@ -165,6 +168,15 @@ func (p *AuthProfile) Token(ctx context.Context) (string, error) {
 		return f.AccessToken, nil
 	}
 	return tok, err
+}
+
+// AccountID returns the profile's provider-side account id ("" if none).
+func (p *AuthProfile) AccountID() (string, error) {
+	f, err := LoadAuthProfile(p.Path)
+	if err != nil {
+		return "", err
+	}
+	return f.AccountID, nil
 }
 
 // Refresh refreshes an OAuth profile after the provider rejected rejected.

@@ -127,6 +127,15 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		opts.PromptCacheKey = hex.EncodeToString(h[:16])
 		hdr.Set("session_id", opts.PromptCacheKey)
 		hdr.Set("Accept", "text/event-stream")
+		if a, ok := t.o.Credentials.(interface{ AccountID() (string, error) }); ok {
+			id, err := a.AccountID()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.o.Name, err)
+			}
+			if id != "" {
+				hdr.Set("chatgpt-account-id", id)
+			}
+		}
 	}
 	up, err := ResponsesBody(&cr, opts)
 	if err != nil {

@@ -137,7 +137,9 @@ func TestResponsesProtocolsStreamToolCalls(t *testing.T) {
 			rep.hold = tc.hold // Codex: the answer is known at response.completed, before EOF
 			srv := newWireServer(t, rep)
 			producer := llm.ProducerID("openai", "main")
-			c := providerClient(srv, llm.ProviderTransportOptions{Credentials: llm.StaticKey("sk-live-123456"),
+			path := filepath.Join(t.TempDir(), "codex.json")
+			os.WriteFile(path, []byte(`{"type":"token","token":"sk-live-123456","account_id":"acct-9"}`), 0o600)
+			c := providerClient(srv, llm.ProviderTransportOptions{Credentials: &llm.AuthProfile{Name: "codex", Path: path},
 				Models: protocolModels(tc.proto, "high"), Producer: producer, CacheKeySeed: "/srv/project"})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -208,12 +210,12 @@ func TestResponsesProtocolsStreamToolCalls(t *testing.T) {
 			}
 			switch tc.proto {
 			case llm.ProtocolResponses:
-				if b["max_output_tokens"] != float64(500) || b["prompt_cache_key"] != nil {
+				if b["max_output_tokens"] != float64(500) || b["prompt_cache_key"] != nil || r.header.Get("chatgpt-account-id") != "" {
 					t.Errorf("max_output_tokens %v prompt_cache_key %v", b["max_output_tokens"], b["prompt_cache_key"])
 				}
 			case llm.ProtocolCodex:
 				key, _ := b["prompt_cache_key"].(string)
-				if b["max_output_tokens"] != nil || len(key) != 32 || r.header.Get("session_id") != key {
+				if b["max_output_tokens"] != nil || len(key) != 32 || r.header.Get("session_id") != key || r.header.Get("chatgpt-account-id") != "acct-9" {
 					t.Errorf("codex: max_output_tokens %v prompt_cache_key %q session_id %q", b["max_output_tokens"], key, r.header.Get("session_id"))
 				}
 			}
