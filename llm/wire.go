@@ -2,6 +2,9 @@
 // protocol that every model provider, the gateway and both products share:
 // wire types, a client for plain and streamed (SSE) completions with tool
 // calls and usage, and a stream accumulator tolerant of real servers' quirks.
+// ProviderTransport reaches providers that speak the OpenAI Responses API or
+// the Codex backend's dialect of it, with auth profiles and capability
+// admission, behind the same chat-completions interface.
 package llm
 
 import (
