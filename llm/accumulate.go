@@ -12,6 +12,7 @@ type Accumulator struct {
 	calls   []ToolCall
 	args    []strings.Builder
 	finish  string
+	items   []ReasoningItem
 }
 
 // Add merges one chunk.
@@ -28,6 +29,7 @@ func (a *Accumulator) Add(c StreamChunk) {
 		}
 		a.content.WriteString(ch.Delta.Content)
 		a.reason.WriteString(ch.Delta.ReasoningContent)
+		a.items = append(a.items, ch.Delta.ReasoningItems...)
 		for _, tc := range ch.Delta.ToolCalls {
 			a.addToolCall(tc)
 		}
@@ -74,7 +76,7 @@ func (a *Accumulator) addToolCall(tc ToolCall) {
 func (a *Accumulator) Response() *ChatResponse {
 	r := a.resp
 	r.Object = "chat.completion"
-	msg := Message{Role: "assistant", Content: a.content.String(), ReasoningContent: a.reason.String()}
+	msg := Message{Role: "assistant", Content: a.content.String(), ReasoningContent: a.reason.String(), ReasoningItems: a.items}
 	for i, c := range a.calls {
 		c.Index = nil
 		c.Function.Arguments = a.args[i].String()

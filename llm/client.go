@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -166,7 +165,8 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 			return fmt.Errorf("decode stream chunk: %w", err)
 		}
 		if chunk.Error != nil {
-			return &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type}
+			code, _ := chunk.Error.Code.(string)
+			return &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type, Code: code}
 		}
 		acc.Add(chunk)
 		if onChunk != nil {
@@ -181,52 +181,6 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 		return acc.Response(), err
 	}
 	return acc.Response(), nil
-}
-
-// ErrStreamTruncated reports a stream that ended without [DONE].
-var ErrStreamTruncated = errors.New("model stream ended before [DONE]")
-
-// ReadSSE calls fn with the data of each server-sent event until [DONE].
-// Multi-line data fields are joined with newlines; comments and other fields
-// are ignored. A body that ends before [DONE] gives ErrStreamTruncated.
-func ReadSSE(r io.Reader, fn func(data []byte) error) error {
-	sc := bufio.NewScanner(r)
-	// Events are small: start with 4 KiB (it grows for long lines up to
-	// 16 MiB) rather than allocate 64 KiB for every stream.
-	sc.Buffer(make([]byte, 4<<10), 16<<20)
-	var data []byte
-	var have bool
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			if !have {
-				continue
-			}
-			if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
-				return nil
-			}
-			if err := fn(data); err != nil {
-				return err
-			}
-			data, have = data[:0], false
-			continue
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			v = bytes.TrimPrefix(v, []byte(" "))
-			if have {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
-			have = true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read model stream: %w", err)
-	}
-	if have && bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
-		return nil
-	}
-	return ErrStreamTruncated
 }
 
 // BaseURL returns the endpoint the client calls, without a trailing slash.

@@ -2,6 +2,9 @@
 // protocol that every model provider, the gateway and both products share:
 // wire types, a client for plain and streamed (SSE) completions with tool
 // calls and usage, and a stream accumulator tolerant of real servers' quirks.
+// ProviderTransport reaches providers that speak the OpenAI Responses API or
+// the Codex backend's dialect of it, with auth profiles and capability
+// admission, behind the same chat-completions interface.
 package llm
 
 import (
@@ -19,10 +22,13 @@ type Message struct {
 	Content string `json:"content"`
 	// ReasoningContent carries a thinking model's reasoning (DeepSeek's
 	// reasoning_content); it is kept so a tool-calling turn can be replayed.
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	Name             string     `json:"name,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// ReasoningItems are a Responses-protocol model's encrypted reasoning,
+	// replayed only to the account that produced them.
+	ReasoningItems []ReasoningItem `json:"reasoning_items,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	ToolCalls      []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCallID     string          `json:"tool_call_id,omitempty"`
 	// Images are image parts sent after Content (a tool result's images,
 	// for example). A message with images is serialised with an array
 	// content of one text part followed by image_url data-URL parts.
@@ -260,6 +266,9 @@ type Delta struct {
 	Content          string     `json:"content,omitempty"`
 	ReasoningContent string     `json:"reasoning_content,omitempty"`
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	// ReasoningItems carries encrypted reasoning translated from a
+	// Responses-protocol stream.
+	ReasoningItems []ReasoningItem `json:"reasoning_items,omitempty"`
 }
 
 // StreamChoice is one choice of a stream chunk.

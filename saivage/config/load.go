@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -103,27 +104,57 @@ func (v *validator) providers(ps map[string]Provider) {
 		if p.BaseURL == "" && len(p.Accounts) == 0 {
 			v.fail(path+".baseUrl", "required (or declare accounts with their own baseUrl)")
 		}
-		if p.Priority < 0 {
-			v.fail(path+".priority", "must not be negative")
-		}
+		v.credentials(path, p.APIKey, p.AuthProfile, p.Priority)
 		v.capabilities(path+".capabilities", p.Capabilities)
 		for _, m := range sortedKeys(p.ModelCapabilities) {
 			c := p.ModelCapabilities[m]
 			v.capabilities(path+".modelCapabilities."+m, &c)
+			if len(p.Models) > 0 && !slices.Contains(p.Models, m) {
+				v.fail(path+".modelCapabilities."+m, "the provider does not list model %q", m)
+			}
 		}
 		for _, an := range sortedKeys(p.Accounts) {
 			a := p.Accounts[an]
 			ap := path + ".accounts." + an
+			if strings.ContainsAny(an, "/:") {
+				v.fail(ap, "account names cannot contain '/' or ':'")
+			}
 			if a.BaseURL == "" && p.BaseURL == "" {
 				v.fail(ap+".baseUrl", "required when the provider has no baseUrl")
 			}
-			if a.Priority < 0 {
-				v.fail(ap+".priority", "must not be negative")
-			}
+			v.credentials(ap, a.APIKey, a.AuthProfile, a.Priority)
 			v.capabilities(ap+".capabilities", a.Capabilities)
+			if len(p.Models) > 0 {
+				for _, m := range a.Models {
+					if !slices.Contains(p.Models, m) {
+						v.fail(ap+".models", "model %q is not one of the provider's models", m)
+					}
+				}
+			}
 		}
 	}
 }
+
+// authProfileName is the file-name stem an authProfile may use.
+var authProfileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (v *validator) credentials(path, apiKey, profile string, priority int) {
+	if priority < 0 {
+		v.fail(path+".priority", "must not be negative")
+	}
+	if profile == "" {
+		return
+	}
+	if apiKey != "" {
+		v.fail(path+".authProfile", "set apiKey or authProfile, not both")
+	}
+	if !authProfileName.MatchString(profile) || strings.Contains(profile, "..") {
+		v.fail(path+".authProfile", "%q is not a profile name (letters, digits, '.', '_', '-'; it names %s/NAME.json)", profile, AuthProfileDir)
+	}
+}
+
+// Transport protocols a provider capability may name.
+var transportProtocols = []string{"chat_completions", "responses", "codex"}
 
 func (v *validator) capabilities(path string, c *Capabilities) {
 	if c == nil {
@@ -135,14 +166,27 @@ func (v *validator) capabilities(path string, c *Capabilities) {
 	if c.MaxOutputTokens < 0 {
 		v.fail(path+".maxOutputTokens", "must not be negative")
 	}
+	if c.ContextWindowTokens > 0 && c.MaxOutputTokens >= c.ContextWindowTokens {
+		v.fail(path+".maxOutputTokens", "must be smaller than contextWindowTokens (%d)", c.ContextWindowTokens)
+	}
 	if c.ToolsMode != "" && !slices.Contains([]string{"native", "none"}, c.ToolsMode) {
 		v.fail(path+".toolsMode", "must be native or none, not %q", c.ToolsMode)
 	}
-	if c.TransportProtocol != "" && !slices.Contains([]string{"chat_completions", "responses"}, c.TransportProtocol) {
-		v.fail(path+".transportProtocol", "must be chat_completions or responses, not %q", c.TransportProtocol)
+	if c.TransportProtocol != "" && !slices.Contains(transportProtocols, c.TransportProtocol) {
+		v.fail(path+".transportProtocol", "must be chat_completions, responses or codex, not %q", c.TransportProtocol)
 	}
-	if c.ResponsesReasoning != nil && !slices.Contains([]string{"low", "medium", "high"}, c.ResponsesReasoning.Effort) {
-		v.fail(path+".responsesReasoning.effort", "must be low, medium or high")
+	if c.ResponsesReasoning != nil {
+		if !slices.Contains([]string{"low", "medium", "high"}, c.ResponsesReasoning.Effort) {
+			v.fail(path+".responsesReasoning.effort", "must be low, medium or high")
+		}
+		if c.TransportProtocol != "responses" && c.TransportProtocol != "codex" {
+			v.fail(path+".responsesReasoning", "applies only with transportProtocol responses or codex in the same capabilities")
+		}
+	}
+	// This build knows no provider quirks; naming one would be accepted
+	// and do nothing.
+	for _, q := range c.Quirks {
+		v.fail(path+".quirks", "unknown quirk %q: this build implements no provider quirks", q)
 	}
 }
 

@@ -1,5 +1,7 @@
 package config
 
+import "path/filepath"
+
 // Config is the decoded `.saivage/config.yaml`: every field of the spec's
 // "Config schema" table. Decode fills it strictly; Load additionally resolves
 // an omitted card_types to the complete built-in default map.
@@ -23,11 +25,16 @@ type Server struct {
 	Port int    `yaml:"port,omitempty"`
 }
 
-// Provider is one OpenAI-compatible model provider, optionally split into
-// accounts that share its models but carry their own credentials.
+// Provider is one model provider, optionally split into accounts that share
+// its models but carry their own credentials. A candidate naming the
+// provider without an account is served by the provider's own endpoint
+// (when it has a baseUrl) and every account offering the model, highest
+// priority first, failing over from one to the next.
 type Provider struct {
-	Accounts          map[string]Account      `yaml:"accounts,omitempty"`
-	APIKey            string                  `yaml:"apiKey,omitempty"`
+	Accounts map[string]Account `yaml:"accounts,omitempty"`
+	APIKey   string             `yaml:"apiKey,omitempty"`
+	// AuthProfile names a credentials file .saivage/auth-profiles/NAME.json
+	// (a token, or refreshable OAuth credentials); exclusive with APIKey.
 	AuthProfile       string                  `yaml:"authProfile,omitempty"`
 	BaseURL           string                  `yaml:"baseUrl,omitempty"`
 	Capabilities      *Capabilities           `yaml:"capabilities,omitempty"`
@@ -48,14 +55,16 @@ type Account struct {
 
 // Capabilities declares what a provider, account or model supports.
 type Capabilities struct {
-	ContextWindowTokens        int                 `yaml:"contextWindowTokens,omitempty"`
-	ExclusiveToolChoiceSupport bool                `yaml:"exclusiveToolChoiceSupport,omitempty"`
-	ImageInput                 bool                `yaml:"imageInput,omitempty"`
-	MaxOutputTokens            int                 `yaml:"maxOutputTokens,omitempty"`
-	Quirks                     []string            `yaml:"quirks,omitempty"`
-	ResponsesReasoning         *ResponsesReasoning `yaml:"responsesReasoning,omitempty"`
-	ToolsMode                  string              `yaml:"toolsMode,omitempty"`
-	TransportProtocol          string              `yaml:"transportProtocol,omitempty"`
+	ContextWindowTokens        int  `yaml:"contextWindowTokens,omitempty"`
+	ExclusiveToolChoiceSupport bool `yaml:"exclusiveToolChoiceSupport,omitempty"`
+	// ImageInput false refuses requests carrying images; unset admits them.
+	ImageInput         *bool               `yaml:"imageInput,omitempty"`
+	MaxOutputTokens    int                 `yaml:"maxOutputTokens,omitempty"`
+	Quirks             []string            `yaml:"quirks,omitempty"`
+	ResponsesReasoning *ResponsesReasoning `yaml:"responsesReasoning,omitempty"`
+	ToolsMode          string              `yaml:"toolsMode,omitempty"`
+	// TransportProtocol is chat_completions (default), responses or codex.
+	TransportProtocol string `yaml:"transportProtocol,omitempty"`
 }
 
 // ResponsesReasoning selects the reasoning effort of a Responses-API model.
@@ -356,4 +365,12 @@ type Target struct {
 type Promote struct {
 	Current    bool
 	LatestNode string
+}
+
+// AuthProfileDir holds auth profile files, relative to the project root.
+const AuthProfileDir = StateDir + "/auth-profiles"
+
+// AuthProfilePath is the file of auth profile name in the project at root.
+func AuthProfilePath(root, name string) string {
+	return filepath.Join(root, AuthProfileDir, name+".json")
 }

@@ -3,6 +3,10 @@ package runtime
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/saivage/config"
 
 	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/tools"
@@ -19,7 +23,14 @@ const (
 	EnvRetrievalURL = "SAIVAGE_RETRIEVAL_URL"
 	// EnvQualityModules is the node_modules directory of the analyzers.
 	EnvQualityModules = "SAIVAGE_QUALITY_NODE_MODULES"
+	// EnvFailedRequestDiagnostics set to 1 keeps failed provider requests
+	// under FailedRequestDiagnosticsDir (opt-in, private, never served).
+	EnvFailedRequestDiagnostics = "SAIVAGE_FAILED_REQUEST_DIAGNOSTICS"
 )
+
+// FailedRequestDiagnosticsDir holds the diagnostics activations, relative
+// to the project's state directory. Reset leaves it alone.
+const FailedRequestDiagnosticsDir = "diagnostics/failed-provider-requests"
 
 // BackendsFromEnv fills the backends this Options does not set yet from the
 // environment variables above. A malformed value is an error naming it.
@@ -47,5 +58,31 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 		}
 		o.Quality = quality.Runner{NodeModules: v}
 	}
+	if v, ok := lookup(EnvFailedRequestDiagnostics); ok && v != "" && o.FailedRequests == nil {
+		if v != "1" {
+			return fmt.Errorf("%s: set it to 1 to keep failed provider requests, not %q", EnvFailedRequestDiagnostics, v)
+		}
+		if o.Project == nil {
+			return fmt.Errorf("%s: no project to keep diagnostics in", EnvFailedRequestDiagnostics)
+		}
+		d, err := llm.OpenFailedRequestDiagnostics(llm.DiagnosticsOptions{
+			Dir: filepath.Join(o.Project.StateDir, FailedRequestDiagnosticsDir), Secrets: providerSecrets(o.Project.Config)})
+		if err != nil {
+			return fmt.Errorf("%s: %w", EnvFailedRequestDiagnostics, err)
+		}
+		o.FailedRequests = d
+	}
 	return nil
+}
+
+// providerSecrets are the configured provider and account API keys.
+func providerSecrets(cfg *config.Config) []string {
+	var out []string
+	for _, p := range cfg.Providers {
+		out = append(out, p.APIKey)
+		for _, a := range p.Accounts {
+			out = append(out, a.APIKey)
+		}
+	}
+	return out
 }

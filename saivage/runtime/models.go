@@ -11,6 +11,7 @@ import (
 	"github.com/agentstack/agentstack/agent"
 
 	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
 )
 
@@ -59,6 +60,12 @@ type ModelsOptions struct {
 	// transport).
 	Upstream http.RoundTripper
 	Logger   *slog.Logger
+	// Root is the project directory: auth profiles are read from
+	// config.AuthProfileDir under it, and it seeds the Codex cache key.
+	// Empty skips checking that profile files exist.
+	Root string
+	// FailedRequests, when set, receives every failed provider request.
+	FailedRequests llm.FailureRecorder
 }
 
 // capsFor returns the effective capabilities of a candidate: model
@@ -77,12 +84,27 @@ func capsFor(cfg *config.Config, c config.Candidate) config.Capabilities {
 	return config.Capabilities{}
 }
 
+// wireOf is what a provider transport needs of a candidate's capabilities.
+func wireOf(caps config.Capabilities) llm.ModelWire {
+	w := llm.ModelWire{
+		Protocol:            llm.Protocol(caps.TransportProtocol),
+		MaxOutputTokens:     caps.MaxOutputTokens,
+		NoTools:             caps.ToolsMode == "none",
+		NoImages:            caps.ImageInput != nil && !*caps.ImageInput,
+		ExclusiveToolChoice: caps.ExclusiveToolChoiceSupport,
+	}
+	if caps.ResponsesReasoning != nil {
+		w.ReasoningEffort = caps.ResponsesReasoning.Effort
+	}
+	return w
+}
+
 // budgetOf is a candidate's context budget: usable input floor(window × U) − O,
 // 0 when the window is unknown.
 func budgetOf(caps config.Capabilities, comp config.Compaction, maxTokens int) agent.Budget {
 	out := maxTokens
-	if out <= 0 {
-		out = caps.MaxOutputTokens
+	if out <= 0 || (caps.MaxOutputTokens > 0 && out > caps.MaxOutputTokens) {
+		out = caps.MaxOutputTokens // the transport caps the request to it
 	}
 	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: out,
 		Utilization: comp.ContextUtilizationFraction, Trigger: comp.TriggerFraction}
@@ -116,30 +138,128 @@ func orderCandidates(cands []string, prof *config.Profile) []string {
 	return out
 }
 
+// gatewayName is the in-process gateway's provider for an account
+// ("provider" for the provider's own endpoint).
+func gatewayName(provider, account string) string {
+	if account == "" {
+		return provider
+	}
+	return provider + ":" + account
+}
+
+// endpointsFor expands a candidate into the accounts that serve it, in
+// failover order: a named account alone; otherwise the provider's own
+// endpoint (when it has a baseUrl) and every account offering the model,
+// highest priority first, then by name.
+func endpointsFor(cfg *config.Config, c config.Candidate) []config.Candidate {
+	if c.Account != "" {
+		return []config.Candidate{c}
+	}
+	p := cfg.Providers[c.Provider]
+	type ep struct {
+		c        config.Candidate
+		priority int
+	}
+	var eps []ep
+	if p.BaseURL != "" {
+		eps = append(eps, ep{c, p.Priority})
+	}
+	for _, an := range sortedKeys(p.Accounts) {
+		a := p.Accounts[an]
+		if len(a.Models) == 0 || slices.Contains(a.Models, c.Model) {
+			eps = append(eps, ep{config.Candidate{Provider: c.Provider, Account: an, Model: c.Model}, a.Priority})
+		}
+	}
+	slices.SortStableFunc(eps, func(a, b ep) int { return b.priority - a.priority })
+	out := make([]config.Candidate, len(eps))
+	for i, e := range eps {
+		out[i] = e.c
+	}
+	return out
+}
+
+// credentialsFor returns an account's credentials, falling back to the
+// provider's; nil when neither has any.
+func credentialsFor(p config.Provider, account string, root string) (llm.Credentials, error) {
+	key, profile := p.APIKey, p.AuthProfile
+	if a, ok := p.Accounts[account]; ok && (a.APIKey != "" || a.AuthProfile != "") {
+		key, profile = a.APIKey, a.AuthProfile
+	}
+	switch {
+	case profile != "":
+		path := config.AuthProfilePath(root, profile)
+		if root != "" {
+			if _, err := llm.LoadAuthProfile(path); err != nil {
+				return nil, err
+			}
+		}
+		return &llm.AuthProfile{Name: profile, Path: path}, nil
+	case key != "":
+		return llm.StaticKey(key), nil
+	}
+	return nil, nil
+}
+
+// providerHost is the placeholder host the gateway is given for account
+// i; the provider transport maps it to the real endpoint, so neither the
+// real URL's credentials nor tokens ever reach the gateway.
+func providerHost(i int) string { return fmt.Sprintf("account-%d.provider.saivage.invalid", i) }
+
+// providerRouter sends each gateway request to its account's transport.
+type providerRouter map[string]*llm.ProviderTransport
+
+func (r providerRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	t, ok := r[req.URL.Host]
+	if !ok {
+		req.Body.Close()
+		return nil, fmt.Errorf("no provider account for %s", req.URL.Host)
+	}
+	return t.RoundTrip(req)
+}
+
 // BindModels builds the gateway configuration from the project's providers
 // and routes: each route is one public name with its ordered candidates
-// (only the first when models.failover is false). Provider keys never leave
-// the gateway; they are handed to it through a private lookup.
+// (only the first when models.failover is false), each candidate expanded
+// into the accounts serving it. Every account is reached through an
+// llm.ProviderTransport speaking its models' transportProtocol with its
+// credentials; the gateway never sees keys, tokens or real base URLs.
 func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	noEscalation := false
 	gcfg := &gateway.Config{Providers: map[string]gateway.Provider{}, Models: map[string][]gateway.Candidate{}, Escalation: &noEscalation}
-	keys := map[string]string{}
-	addProvider := func(name, baseURL, key string) {
-		p := gateway.Provider{BaseURL: baseURL}
-		if key != "" {
-			env := fmt.Sprintf("SAIVAGE_KEY_%d", len(keys))
-			keys[env], p.APIKeyEnv = key, env
+	router := providerRouter{}
+	base := opts.Upstream
+	if base == nil {
+		base = gateway.NewTransport()
+	}
+	addAccount := func(pn, an, baseURL string) error {
+		name := gatewayName(pn, an)
+		p := cfg.Providers[pn]
+		creds, err := credentialsFor(p, an, opts.Root)
+		if err != nil {
+			return fmt.Errorf("providers.%s: %w", name, err)
 		}
-		gcfg.Providers[name] = p
+		host := providerHost(len(router))
+		router[host] = llm.NewProviderTransport(llm.ProviderTransportOptions{
+			Name: name, BaseURL: baseURL, Credentials: creds, Base: base, Failures: opts.FailedRequests,
+			Producer: llm.ProducerID(pn, an), CacheKeySeed: opts.Root,
+			Models: func(model string) llm.ModelWire {
+				return wireOf(capsFor(cfg, config.Candidate{Provider: pn, Account: an, Model: model}))
+			},
+		})
+		gcfg.Providers[name] = gateway.Provider{BaseURL: "http://" + host + "/v1"}
+		return nil
 	}
 	for _, pn := range sortedKeys(cfg.Providers) {
 		p := cfg.Providers[pn]
 		if p.BaseURL != "" {
-			addProvider(pn, p.BaseURL, p.APIKey)
+			if err := addAccount(pn, "", p.BaseURL); err != nil {
+				return nil, err
+			}
 		}
 		for _, an := range sortedKeys(p.Accounts) {
-			a := p.Accounts[an]
-			addProvider(pn+":"+an, cmpOr(a.BaseURL, p.BaseURL), cmpOr(a.APIKey, p.APIKey))
+			if err := addAccount(pn, an, cmpOr(p.Accounts[an].BaseURL, p.BaseURL)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	comp := config.Compaction{}
@@ -177,27 +297,28 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 				if err != nil {
 					return nil, fmt.Errorf("models.routes.%s: %w", rn, err)
 				}
-				gp := pc.Provider
-				if pc.Account != "" {
-					gp += ":" + pc.Account
+				eps := endpointsFor(cfg, pc)
+				if len(eps) == 0 {
+					return nil, fmt.Errorf("models.routes.%s: no account of provider %s serves %s", rn, pc.Provider, pc.Model)
 				}
-				if _, ok := gcfg.Providers[gp]; !ok {
-					return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
-				}
-				gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: pc.Model})
-				if b := budgetOf(capsFor(cfg, pc), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
-					rb.UsableInput, rb.Budget = b.UsableInput(), b
+				for _, ep := range eps {
+					gp := gatewayName(ep.Provider, ep.Account)
+					if _, ok := gcfg.Providers[gp]; !ok {
+						return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
+					}
+					gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: ep.Model})
+					if b := budgetOf(capsFor(cfg, ep), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
+						rb.UsableInput, rb.Budget = b.UsableInput(), b
+					}
 				}
 			}
 			m.routes[rn] = rb
 		}
 	}
 	if s := comp.SummarizerCandidate; s != nil {
-		gp := s.Provider
-		if s.Account != "" {
-			gp += ":" + s.Account
+		for _, ep := range endpointsFor(cfg, config.Candidate{Provider: s.Provider, Account: s.Account, Model: s.Model}) {
+			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model})
 		}
-		gcfg.Models[summarizerRoute] = []gateway.Candidate{{Provider: gp, Model: s.Model}}
 		m.summarizer = summarizerRoute
 	}
 	if len(gcfg.Models) == 0 {
@@ -205,10 +326,9 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	}
 	gw, err := gateway.New(gateway.Options{
 		Config:         gcfg,
-		LookupEnv:      func(k string) (string, bool) { v, ok := keys[k]; return v, ok },
 		RequestTimeout: absoluteRequestTimeout,
 		Logger:         opts.Logger,
-		Transport:      opts.Upstream,
+		Transport:      router,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bind model routes: %w", err)

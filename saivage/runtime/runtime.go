@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/templates"
@@ -64,6 +65,9 @@ type Options struct {
 	Project *project.Project
 	// Upstream reaches model providers (default: the gateway transport).
 	Upstream http.RoundTripper
+	// FailedRequests, when set, receives failed provider requests (see
+	// BackendsFromEnv).
+	FailedRequests llm.FailureRecorder
 	// Hints receives freshness hints after publications.
 	Hints  Hinter
 	Logger *slog.Logger
@@ -149,17 +153,11 @@ func New(opts Options) (*Runtime, error) {
 	if opts.MaxNodeSteps <= 0 {
 		opts.MaxNodeSteps = DefaultMaxNodeSteps
 	}
-	models, err := BindModels(p.Config, ModelsOptions{Upstream: opts.Upstream, Logger: opts.Logger})
+	models, err := BindModels(p.Config, ModelsOptions{Upstream: opts.Upstream, Logger: opts.Logger, Root: p.Root, FailedRequests: opts.FailedRequests})
 	if err != nil {
 		return nil, err
 	}
-	var secrets []string
-	for _, prov := range p.Config.Providers {
-		secrets = append(secrets, prov.APIKey)
-		for _, a := range prov.Accounts {
-			secrets = append(secrets, a.APIKey)
-		}
-	}
+	secrets := providerSecrets(p.Config)
 	for _, m := range p.Config.MCPServers {
 		for _, v := range m.Env {
 			secrets = append(secrets, v)
@@ -319,7 +317,7 @@ func (rt *Runtime) Reconfigure(ctx context.Context, yaml string) error {
 	if _, err := workflow.Compile(ctx, cfg, workflow.Options{Prompts: os.DirFS(rt.p.StateDir)}); err != nil {
 		return err
 	}
-	if _, err := BindModels(cfg, ModelsOptions{}); err != nil {
+	if _, err := BindModels(cfg, ModelsOptions{Root: rt.p.Root}); err != nil {
 		return err
 	}
 	if err := rt.p.Publisher.Replace(rt.p.ConfigPath, []byte(yaml)); err != nil {

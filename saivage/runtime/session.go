@@ -95,11 +95,21 @@ type rowContent struct {
 	Type      string `json:"type,omitempty"`
 	Text      string `json:"text,omitempty"`
 	Reasoning string `json:"reasoning,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
-	Content   string `json:"content,omitempty"`
-	IsError   bool   `json:"is_error,omitempty"`
+	// ReasoningItems are a Responses-protocol model's encrypted reasoning,
+	// replayed only to the account that produced it.
+	ReasoningItems []llm.ReasoningItem `json:"reasoning_items,omitempty"`
+	Arguments      string              `json:"arguments,omitempty"`
+	Content        string              `json:"content,omitempty"`
+	IsError        bool                `json:"is_error,omitempty"`
 	// Images are the published images of a tool result.
 	Images []imageDescriptor `json:"images,omitempty"`
+}
+
+// assistantContent is an assistant row's content.
+type assistantContent struct {
+	Text           string              `json:"text"`
+	Reasoning      string              `json:"reasoning"`
+	ReasoningItems []llm.ReasoningItem `json:"reasoning_items,omitempty"`
 }
 
 func decodeContent(r conversations.Row) rowContent {
@@ -122,7 +132,7 @@ func rowsToMessages(rows []conversations.Row) []llm.Message {
 			out = append(out, llm.Message{Role: "user", Content: c.Text})
 			lastAssistant = -1
 		case "assistant":
-			out = append(out, llm.Message{Role: "assistant", Content: c.Text, ReasoningContent: c.Reasoning})
+			out = append(out, llm.Message{Role: "assistant", Content: c.Text, ReasoningContent: c.Reasoning, ReasoningItems: c.ReasoningItems})
 			lastAssistant = len(out) - 1
 		case "tool_call":
 			if lastAssistant < 0 {
@@ -181,7 +191,7 @@ func (r *recorder) on(ev agent.Event) {
 	case agent.AssistantMessage:
 		r.n++
 		r.write(conversations.Row{ID: fmt.Sprintf("%s:assistant:%d", r.src, r.n), Kind: "assistant",
-			Content: rawJSON(map[string]string{"text": e.Message.Content, "reasoning": e.Message.ReasoningContent})})
+			Content: rawJSON(assistantContent{Text: e.Message.Content, Reasoning: e.Message.ReasoningContent, ReasoningItems: e.Message.ReasoningItems})})
 	case agent.ToolStart:
 		r.started[e.CallID] = true
 		r.write(conversations.Row{ID: fmt.Sprintf("%s:%d:tool-call:%s", r.src, r.n, e.CallID), Kind: "tool_call", CallID: e.CallID, Name: e.Name,
