@@ -288,3 +288,35 @@ func (p *Publisher) RemoveFile(path string, seen fs.FileInfo) error {
 	p.after(StepSyncDir, filepath.Dir(path))
 	return nil
 }
+
+// Move renames from to to (to must not exist) and fsyncs both parent
+// directories. A refused rename that left from in place is an ordinary
+// error; one whose result cannot be known, and a failed fsync, make the
+// outcome unknown.
+func (p *Publisher) Move(from, to string) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(to); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("move %s: %s already exists (%v)", from, to, err)
+	}
+	err := p.fault(StepRename, from)
+	if err == nil {
+		err = os.Rename(from, to)
+	}
+	if err != nil {
+		_, ferr := os.Lstat(from)
+		if _, terr := os.Lstat(to); ferr == nil && errors.Is(terr, fs.ErrNotExist) {
+			return fmt.Errorf("move %s: %w", from, err)
+		}
+		return p.unknown(StepRename, from, err)
+	}
+	p.after(StepRename, from)
+	if err := p.syncDir(filepath.Dir(to)); err != nil {
+		return err
+	}
+	if filepath.Dir(from) != filepath.Dir(to) {
+		return p.syncDir(filepath.Dir(from))
+	}
+	return nil
+}
