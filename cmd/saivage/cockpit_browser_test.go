@@ -137,6 +137,8 @@ type serveOptions struct {
 	objective string
 	startArgs []string
 	vars      map[string]string
+	// configEdit rewrites config.yaml before the server starts.
+	configEdit func(string) string
 }
 
 func startServed(t *testing.T, token string, so serveOptions) *servedProject {
@@ -165,7 +167,11 @@ func startServed(t *testing.T, token string, so serveOptions) *servedProject {
 	}
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
 	b, _ := os.ReadFile(cfgPath)
-	os.WriteFile(cfgPath, bytes.ReplaceAll(b, []byte("http://127.0.0.1:4000/v1"), []byte(srv.URL)), 0o644)
+	b = bytes.ReplaceAll(b, []byte("http://127.0.0.1:4000/v1"), []byte(srv.URL))
+	if so.configEdit != nil {
+		b = []byte(so.configEdit(string(b)))
+	}
+	os.WriteFile(cfgPath, b, 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	p := &servedProject{api: api{t: t, url: "http://127.0.0.1:" + port, token: token}, dir: dir, vars: vars, script: script,

@@ -124,9 +124,12 @@ the collection and resumed afterwards. Files newer than --before and the
 captures of managed processes are kept; deletion goes oldest first until
 the accounted remainder is at most --target-bytes. The collection is
 refused while a command's process group is still running, an MCP server is
-starting, or a card is running with no Run owning it. There is no offline
-fallback. Read "disposition" (completed, interrupted, refused), not only
-the exit status.`,
+starting, or a card is running with no Run owning it. Each file is checked
+again just before its removal (a file changed since the listing is kept)
+and each removal is made durable (its directory is fsynced); a removal
+whose outcome cannot be known stops the server (exit 1) before any report.
+There is no offline fallback. Read "disposition" (completed, interrupted,
+refused), not only the exit status.`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.BoolVar(&del, "delete", false, "delete (default: preview only)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,15 +90,86 @@ func TestRepair(t *testing.T) {
 		})
 	}
 
-	// No previous selector: reported, nothing changed.
+	// No previous selector, and damage repair may not discard (a record
+	// of the card): reported, nothing changed.
 	vars, cardsDir := repairProject(t)
-	head := filepath.Join(cardsDir, "project.a", "head.json")
-	os.WriteFile(head, []byte("{garbage"), 0o644)
-	code, out, errs := runCLI(t, vars, "repair", "--yes")
-	if code != 1 || !strings.Contains(out, "no restoration cures") || !strings.Contains(out, "project.a") || !strings.Contains(errs, "nothing was changed") {
+	rec := filepath.Join(cardsDir, "project.a", "records", "brief", "head.json")
+	os.Remove(filepath.Join(filepath.Dir(rec), "head.prev.json"))
+	os.WriteFile(rec, []byte("{garbage"), 0o644)
+	code, out, errs := runCLI(t, vars, "repair", "--yes", "--discard")
+	if code != 1 || !strings.Contains(out, "no restoration cures") || !strings.Contains(out, "not damage in its records") || !strings.Contains(errs, "nothing was changed") {
 		t.Fatalf("unrepairable = %d %q %q", code, out, errs)
 	}
+	if b, _ := os.ReadFile(rec); string(b) != "{garbage" {
+		t.Error("an unrepairable record head was changed")
+	}
+}
+
+// TestRepairDiscard: a child card whose selection is unusable with no
+// previous selector is reported as a discard; --yes alone changes
+// nothing; --yes --discard moves the card's six own roots to a fresh
+// attic (children stay in place) and publishes a FAILED placeholder
+// authored runtime:repair with empty records, under the same parent.
+func TestRepairDiscard(t *testing.T) {
+	vars, cardsDir := repairProject(t)
+	p, err := project.Open(context.Background(), project.Options{Root: vars["SAIVAGE_ROOT"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Cards.Create(context.Background(), cards.CreateInput{Parent: "project.a", Type: "task", Title: "Grandchild", Author: "t",
+		Bootstrap: map[string]string{"brief": "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	head := filepath.Join(cardsDir, "project.a", "head.json")
+	os.Remove(filepath.Join(cardsDir, "project.a", "head.prev.json")) // no previous selector to restore
+	os.WriteFile(head, []byte("{garbage"), 0o644)
+
+	code, out, errs := runCLI(t, vars, "repair")
+	if code != 1 || !strings.Contains(out, "discard card project.a (goal under project): move head.json, history, mailbox, records, conversations") ||
+		!strings.Contains(out, "--discard") {
+		t.Fatalf("report = %d %q %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, vars, "repair", "--yes")
+	if code != 1 || !strings.Contains(errs, "--discard") || !strings.Contains(errs, "nothing was changed") {
+		t.Fatalf("repair --yes without the loss consent = %d %q %q", code, out, errs)
+	}
 	if b, _ := os.ReadFile(head); string(b) != "{garbage" {
-		t.Error("an unrepairable head was changed")
+		t.Fatal("--yes alone changed the damaged card")
+	}
+	code, out, errs = runCLI(t, vars, "repair", "--yes", "--discard")
+	if code != 0 || !strings.Contains(out, "1 card(s) discarded") {
+		t.Fatalf("repair --yes --discard = %d %q %q", code, out, errs)
+	}
+	attics, _ := filepath.Glob(filepath.Join(filepath.Dir(cardsDir), "repair-attic", "*", "cards", "project.a"))
+	if len(attics) != 1 {
+		t.Fatalf("attic = %v", attics)
+	}
+	if b, _ := os.ReadFile(filepath.Join(attics[0], "head.json")); string(b) != "{garbage" {
+		t.Errorf("the attic's head = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(attics[0], "records", "brief", "head.json")); len(b) == 0 {
+		t.Error("the old records did not move to the attic")
+	}
+	if _, err := os.Stat(filepath.Join(cardsDir, "project.a.a", "head.json")); err != nil {
+		t.Errorf("the grandchild's directory moved: %v", err)
+	}
+	p, err = project.Open(context.Background(), project.Options{Root: vars["SAIVAGE_ROOT"]})
+	if err != nil {
+		t.Fatalf("after the discard: %v", err)
+	}
+	c, err := p.Cards.Get(context.Background(), "project.a")
+	if err != nil || c.Status != cards.Failed || c.Author != cards.RepairAuthor || c.Version != 1 || c.Type != "goal" || len(c.Children) != 0 {
+		t.Fatalf("placeholder = %+v %v", c, err)
+	}
+	if root, _ := p.Cards.Get(context.Background(), "project"); !slices.Contains(root.Children, "project.a") {
+		t.Errorf("the parent no longer lists the placeholder: %v", root.Children)
+	}
+	if ref, err := p.Cards.RecordRef(context.Background(), "project.a", "brief"); err != nil {
+		t.Error(err)
+	} else if cur, err := p.Cards.Records().Current(ref); err != nil || cur.Content == "b" {
+		t.Errorf("placeholder brief = %+v %v (the old content must not come back)", cur, err)
+	}
+	if code, out, _ := runCLI(t, vars, "repair"); code != 0 || !strings.Contains(out, "nothing to repair") {
+		t.Errorf("second repair = %d %q", code, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/project"
@@ -77,10 +78,10 @@ reset leaves a partial state that saivage start refuses; run saivage reset
 
 func repairCommand() *command {
 	var pf projectFlags
-	var yes bool
+	var yes, discard bool
 	return &command{
 		name: "repair", summary: "report damaged selectors and restore their previous version (offline)",
-		usage: "[--yes] [--root DIR] [--json]",
+		usage: "[--yes [--discard]] [--root DIR] [--json]",
 		help: `Admits the project read-only and, for each file admission refuses, looks for
 the selector of that file (a card or record head.json, a session index.json)
 whose previous selector (head.prev.json, index.prev.json) exists. Each
@@ -93,10 +94,20 @@ Only the immediate predecessor is ever used, so a restored card or record
 loses its latest change (a card may lose its newest children, which stay
 on disk unreferenced). Damage no previous selector cures is reported and
 nothing is changed: inspect it by hand or saivage reset. Torn tails of
-growing logs are not damage: saivage start truncates them.`,
+growing logs are not damage: saivage start truncates them.
+
+A card other than the root whose selection is unusable with no previous
+selector to restore can be discarded instead, when its parent proves its
+place (it lists the card, at the right depth, and permits exactly one
+child type). Its own files (head, history, mailbox, records,
+conversations) move to a fresh .saivage/repair-attic/<time>-<id>/
+directory and a FAILED placeholder authored runtime:repair, with empty
+records and sessions, takes its place; a Planner may reopen it later.
+This loses the card's work, so it needs --discard besides --yes.`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.BoolVar(&yes, "yes", false, "apply the restorations (without it, only the report is printed)")
+			fs.BoolVar(&discard, "discard", false, "with --yes, also apply the reported discards (moves the cards' files to the repair attic)")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet, args []string) error {
 			if len(args) > 0 {
@@ -121,6 +132,10 @@ growing logs are not damage: saivage start truncates them.`,
 				for _, c := range rep.Candidates {
 					fmt.Fprintf(e.stdout, "restore .saivage/%s from its previous selector\n  because: %s\n", c.Selector, c.Problem)
 				}
+				for _, d := range rep.Discards {
+					fmt.Fprintf(e.stdout, "discard card %s (%s under %s): move %s to .saivage/%s/ and publish a FAILED placeholder\n  because: %s\n",
+						d.Card, d.Type, d.Parent, strings.Join(d.Roots, ", "), project.RepairAttic, d.Problem)
+				}
 				if rep.Unrepaired != "" {
 					fmt.Fprintf(e.stdout, "no restoration cures: %s\n", rep.Unrepaired)
 				}
@@ -132,15 +147,19 @@ growing logs are not damage: saivage start truncates them.`,
 				return nil
 			case !yes:
 				if !pf.json {
-					fmt.Fprintln(e.stdout, "nothing changed: run saivage repair --yes to apply")
+					if len(rep.Discards) > 0 {
+						fmt.Fprintln(e.stdout, "nothing changed: run saivage repair --yes --discard to apply (the discards lose those cards' work)")
+					} else {
+						fmt.Fprintln(e.stdout, "nothing changed: run saivage repair --yes to apply")
+					}
 				}
 				return exitCode(1)
 			}
-			if err := project.Repair(ctx, opts, rep); err != nil {
+			if err := project.Repair(ctx, opts, rep, discard); err != nil {
 				return err
 			}
 			if !pf.json {
-				fmt.Fprintf(e.stdout, "repaired: %d selector(s) restored; the project admits\n", len(rep.Candidates))
+				fmt.Fprintf(e.stdout, "repaired: %d selector(s) restored, %d card(s) discarded; the project admits\n", len(rep.Candidates), len(rep.Discards))
 			}
 			return nil
 		},

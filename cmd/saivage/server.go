@@ -96,17 +96,29 @@ Settled external calls leave body-free receipts (GET /api/external-tool-calls).`
 				}
 			}
 			var serveErr error
-			restart := false
+			restart, failed := false, false
 			select {
 			case <-ctx.Done():
 			case serveErr = <-app.Done():
 			case <-app.RestartRequested():
 				restart = true
+			case <-app.Runtime.Failed():
+				failed = true
 			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			if err := app.Close(cctx); err != nil {
-				return errors.Join(serveErr, err)
+			closeErr := app.Close(cctx)
+			if failed {
+				// An owner failed in a way no attempt accounts for: after the
+				// bounded cleanup the process exits 1 whatever it reports.
+				fmt.Fprintf(e.stderr, "saivage: %v; the server closed (exit 1)\n", app.Runtime.Failure())
+				if closeErr != nil {
+					fmt.Fprintf(e.stderr, "saivage: cleanup: %v\n", closeErr)
+				}
+				return exitCode(1)
+			}
+			if closeErr != nil {
+				return errors.Join(serveErr, closeErr)
 			}
 			if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 				return serveErr

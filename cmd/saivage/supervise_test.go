@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/lock"
 )
 
@@ -158,5 +159,39 @@ func TestSystemdUnit(t *testing.T) {
 	os.WriteFile(file, []byte(out), 0o644)
 	if b, err := exec.Command(analyze, "verify", file).CombinedOutput(); err != nil || len(b) != 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, b)
+	}
+}
+
+// TestOversightOwnerFailureExitsOne: an Oversight check whose own session
+// cannot be read is an unexpected owner failure, so saivage start closes
+// the server (the lock is released) and exits 1, naming the cause.
+func TestOversightOwnerFailureExitsOne(t *testing.T) {
+	p := startServed(t, "oversight-token-abcdef", serveOptions{objective: "Greeting files.", configEdit: func(s string) string {
+		return strings.Replace(s, "  enabled: false\n  interval_seconds: 1800", "  enabled: true\n  interval_seconds: 1", 1)
+	}})
+	p.script.Add("planner@project", llmtest.Reply{Content: "…", Delay: time.Hour})
+	// The Oversight session is established lazily; make it unreadable.
+	ov := filepath.Join(p.dir, ".saivage", "agents", "oversight")
+	if err := os.MkdirAll(ov, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ov, "index.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.do("POST", "/api/runtime/run", "", nil); code != 200 && code != 202 {
+		t.Fatalf("run = %d", code)
+	}
+	select {
+	case code := <-p.done:
+		c := code
+		p.code = &c
+		if code != 1 || !strings.Contains(p.errb.String(), "oversight check 1 failed unexpectedly") {
+			t.Errorf("start exit = %d\nstdout: %s\nstderr: %s", code, p.out.String(), p.errb.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("saivage start did not exit after the owner failure")
+	}
+	if obs := lock.Inspect(filepath.Join(p.dir, ".saivage")); obs.Status != lock.Missing {
+		t.Errorf("lock after exit: %+v", obs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -517,4 +518,53 @@ func findCycle(graph map[string][]string) bool {
 		}
 	}
 	return false
+}
+
+// RepairAuthor authors the placeholder repair publishes for a discarded
+// card.
+const RepairAuthor = "runtime:repair"
+
+// OwnRoots are the entries of a card's directory that belong to the card
+// itself (children live in their own directories beside it).
+var OwnRoots = []string{"head.json", "head.prev.json", "history", "mailbox", "records", "conversations"}
+
+// PublishRepairPlaceholder publishes a fresh FAILED card of version 1 in
+// place of a discarded one, whose own roots repair has moved away: empty
+// records and session indexes of its type, no children, no dependencies
+// and nothing of the old card's facts. A Planner of a healthy ancestor may
+// reopen it later. None of the card's own roots may exist.
+func (s *Store) PublishRepairPlaceholder(id, parent, typ string) (Card, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tbl, ok := s.wf.Table(typ)
+	if !ok {
+		return Card{}, fmt.Errorf("repair placeholder %s: unknown card type %q", id, typ)
+	}
+	dir := s.CardDir(id)
+	for _, r := range OwnRoots {
+		if _, err := os.Lstat(filepath.Join(dir, r)); !errors.Is(err, fs.ErrNotExist) {
+			return Card{}, fmt.Errorf("repair placeholder %s: %s is still present (%v)", id, r, err)
+		}
+	}
+	for _, sub := range []string{"history", "mailbox", "records", "conversations"} {
+		if err := s.pub.Mkdir(filepath.Join(dir, sub), true); err != nil {
+			return Card{}, err
+		}
+	}
+	for _, r := range tbl.Records() {
+		if _, err := s.records.Initialize(records.Ref{CardDir: dir, Card: id, Name: r.Name}, r.Initial); err != nil {
+			return Card{}, err
+		}
+	}
+	for _, agent := range tbl.SessionAgents() {
+		if err := s.sessions.Establish(s.SessionDir(id, agent), conversations.SessionID(agent, id)); err != nil {
+			return Card{}, err
+		}
+	}
+	now := s.now().UTC()
+	c := Card{Format: CardFormat, Kind: KindOrdinary, ID: id, Type: typ, Parent: parent, Depth: DepthOf(id),
+		Title: "Discarded by repair", Description: "repair discarded this card's unusable state; nothing of it is known here. Reopen it to plan again.",
+		Status: Failed, Author: RepairAuthor, CreatedAt: now}
+	_, c, err := s.publish(Head{}, c, true)
+	return c, err
 }

@@ -67,41 +67,65 @@ type Store struct {
 	pub *state.Publisher
 
 	mu sync.Mutex
-	// known remembers, per segment file, what it held right after this store
-	// validated, read or appended to it. One server owns a project (the
-	// lock), so a file still of that size and modification time needs no
-	// re-reading, neither before the next append nor to rebuild an agent's
-	// context before each model call; any other state means someone else
-	// wrote it, and it is read and validated again.
+	// known remembers, per segment file, the rows it held at one exact
+	// size and modification time, as this store validated, read or
+	// appended them. Segments only grow, so a file still of that size and
+	// time needs no re-reading, neither before the next append nor to
+	// rebuild an agent's context before each model call; any other state
+	// means someone wrote since, and it is read and validated again. The
+	// size is always the one the rows were read from or written up to,
+	// never a later look at the file: a row appended in between (the
+	// cockpit reading a transcript while the turn appends) would otherwise
+	// be counted in the size but missing from the rows.
 	known map[string]*segmentState
 	clock uint64 // orders uses, to drop the least recently used state
+
+	// readHook, when set, runs between reading a segment and checking that
+	// the file did not change meanwhile. Tests only.
+	readHook func(path string)
 }
 
 // maxKnownSegments bounds the segments whose rows a Store keeps in memory.
 const maxKnownSegments = 64
 
 type segmentState struct {
-	size    int64
-	modTime time.Time
-	rows    []Row // the segment's valid rows, exactly as a fresh read decodes them
-	used    uint64
+	at   fileState
+	rows []Row // the segment's valid rows, exactly as a fresh read decodes them
+	used uint64
 }
 
 // New returns a Store.
 func New(pub *state.Publisher) *Store { return &Store{pub: pub, known: map[string]*segmentState{}} }
 
-// current returns the rows this store last saw in p, if p is unchanged since.
-func (s *Store) current(p string) ([]Row, bool) {
+// fileState is a segment file's identity for the cache.
+type fileState struct {
+	size    int64
+	modTime time.Time
+}
+
+func (a fileState) same(b fileState) bool { return a.size == b.size && a.modTime.Equal(b.modTime) }
+
+func statFile(p string) (fileState, error) {
 	info, err := os.Stat(p)
+	if err != nil {
+		return fileState{}, err
+	}
+	return fileState{size: info.Size(), modTime: info.ModTime()}, nil
+}
+
+// current returns the rows this store last saw in p and their size, if p
+// is unchanged since.
+func (s *Store) current(p string) ([]Row, int64, bool) {
+	now, err := statFile(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.known[p]
-	if err != nil || st == nil || st.size != info.Size() || !st.modTime.Equal(info.ModTime()) {
-		return nil, false
+	if err != nil || st == nil || !now.same(st.at) {
+		return nil, 0, false
 	}
 	s.clock++
 	st.used = s.clock
-	return st.rows, true
+	return st.rows, st.at.size, true
 }
 
 func (s *Store) forget(p string) {
@@ -110,18 +134,13 @@ func (s *Store) forget(p string) {
 	delete(s.known, p)
 }
 
-// remember records that p now holds exactly rows (rows is not copied: the
-// caller hands it over).
-func (s *Store) remember(p string, rows []Row) {
-	info, err := os.Stat(p)
+// remember records that p held exactly rows when it was at
+// (rows is not copied: the caller hands it over).
+func (s *Store) remember(p string, rows []Row, at fileState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		delete(s.known, p)
-		return
-	}
 	s.clock++
-	s.known[p] = &segmentState{size: info.Size(), modTime: info.ModTime(), rows: rows, used: s.clock}
+	s.known[p] = &segmentState{at: at, rows: rows, used: s.clock}
 	for len(s.known) > maxKnownSegments {
 		oldest := ""
 		for k, st := range s.known {
@@ -197,11 +216,14 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 	}
 	first := len(idx.Segments) == 0
 	n := len(idx.Segments)
+	p := segmentPath(dir, n)
 	var before []Row
+	// size is the file size before holds exactly (-1: not known).
+	size := int64(-1)
 	if first {
-		n = 1
-	} else if known, ok := s.current(segmentPath(dir, n)); ok {
-		before = known
+		n, p, size = 1, segmentPath(dir, 1), 0
+	} else if known, at, ok := s.current(p); ok {
+		before, size = known, at
 	} else {
 		// Validate the whole session (and truncate a torn tail) before the
 		// first append to it, or after anyone else changed the file.
@@ -210,6 +232,9 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 			return err
 		}
 		before = segs[len(segs)-1]
+		if _, at, ok := s.current(p); ok {
+			size = at
+		}
 	}
 	env := state.Envelope{V: SegmentFormat}
 	after := slices.Clip(before)
@@ -229,11 +254,19 @@ func (s *Store) Append(dir, session string, rows []Row) error {
 		}
 		after = append(after, stored)
 	}
-	if err := s.pub.Append(segmentPath(dir, n), env, first); err != nil {
-		s.forget(segmentPath(dir, n)) // unknown state: validate before the next append
+	span, err := s.pub.AppendSpan(p, env, first)
+	if err != nil {
+		s.forget(p) // unknown state: validate before the next append
 		return err
 	}
-	s.remember(segmentPath(dir, n), after)
+	// after is the file's content only when the line landed right after
+	// what before was read from, and only up to the line's end: a later
+	// look at the file may already include someone else's append.
+	if now, err := statFile(p); err == nil && span.Start == size && now.size == span.End {
+		s.remember(p, after, now)
+	} else {
+		s.forget(p)
+	}
 	if first {
 		idx.Segments = []Segment{{N: 1, Kind: "ordinary"}}
 		return s.publishIndex(dir, idx, false)
@@ -341,7 +374,7 @@ func (s *Store) LoadCurrent(dir, session string, tail state.TailPolicy) (Current
 	seg := idx.Segments[len(idx.Segments)-1]
 	cur.N, cur.Kind = seg.N, seg.Kind
 	p := segmentPath(dir, seg.N)
-	if known, ok := s.current(p); ok {
+	if known, _, ok := s.current(p); ok {
 		// Unchanged since this store read or wrote it: no need to decode
 		// the file again before every model call.
 		if err := ValidatePairs(known); err != nil {
@@ -369,10 +402,11 @@ func decodeRow(raw []byte) (Row, error) {
 	return r, nil
 }
 
-// readSegment reads and validates segment p. When the file then holds
-// exactly the rows returned (no torn tail left behind), they are remembered
-// for the next append and the next LoadCurrent.
+// readSegment reads and validates segment p. When the file held exactly
+// the rows returned (no torn tail) and did not change while it was read,
+// they are remembered for the next append and the next LoadCurrent.
 func (s *Store) readSegment(p string, tail state.TailPolicy) ([]Row, error) {
+	before, statErr := statFile(p)
 	rows := []Row{}
 	res, err := s.pub.ReadJSONL(p, state.ReadOptions{
 		Versions: []int{SegmentFormat},
@@ -391,11 +425,16 @@ func (s *Store) readSegment(p string, tail state.TailPolicy) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.readHook != nil {
+		s.readHook(p)
+	}
 	if err := ValidatePairs(rows); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	if res.Truncated == 0 || tail == state.TailTruncate {
-		s.remember(p, slices.Clone(rows))
+	if res.Truncated == 0 && statErr == nil {
+		if now, err := statFile(p); err == nil && now.same(before) {
+			s.remember(p, slices.Clone(rows), now)
+		}
 	}
 	return rows, nil
 }

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/saivage/runtime"
+	"github.com/agentstack/agentstack/saivage/state"
 	"github.com/agentstack/agentstack/saivage/tools"
 )
 
@@ -23,6 +25,9 @@ type workGC struct {
 	mode     string // dry_run | delete
 	before   time.Time
 	target   *int64
+	// pub removes files: each unlink is checked against the listing
+	// first and made durable after; an unknown outcome is fatal.
+	pub *state.Publisher
 }
 
 // gcCount is a number of files and their bytes.
@@ -104,7 +109,7 @@ func (s *Server) collectHeld(ctx context.Context, mode string, before time.Time,
 		return refuse("the execution evidence could not be read, so no capture can be proven unreferenced: " + err.Error())
 	}
 	return collectWork(ctx, workGC{dir: s.rt.Project().StateDir, procs: procs, evidence: evidence,
-		mode: mode, before: before, target: target})
+		mode: mode, before: before, target: target, pub: s.rt.Project().Publisher})
 }
 
 // collectWork previews or deletes files under .saivage/work, the caller
@@ -120,8 +125,7 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 	}
 	type cand struct {
 		path string
-		size int64
-		mod  time.Time
+		info fs.FileInfo
 	}
 	var cands []cand
 	res := &gcResult{Retained: []gcRetained{}}
@@ -160,7 +164,7 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		case !g.before.IsZero() && !info.ModTime().Before(g.before):
 			retain(p, "modified after before", info.Size())
 		default:
-			cands = append(cands, cand{p, info.Size(), info.ModTime()})
+			cands = append(cands, cand{p, info})
 		}
 		return nil
 	})
@@ -168,20 +172,21 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 		resp.Disposition, resp.Reason = "interrupted", "listing .saivage/work stopped: "+err.Error()
 		return resp
 	}
-	slices.SortFunc(cands, func(a, b cand) int { return a.mod.Compare(b.mod) })
+	slices.SortFunc(cands, func(a, b cand) int { return a.info.ModTime().Compare(b.info.ModTime()) })
 	var total int64
 	for _, c := range cands {
-		total += c.size
+		total += c.info.Size()
 	}
 	remaining := total + res.Remaining
 	for _, c := range cands {
+		size := c.info.Size()
 		if g.target != nil && remaining <= *g.target {
-			retain(c.path, "target reached", c.size)
+			retain(c.path, "target reached", size)
 			continue
 		}
 		res.Files.Files++
-		res.Files.Bytes += c.size
-		remaining -= c.size
+		res.Files.Bytes += size
+		remaining -= size
 		if g.mode != "delete" {
 			continue
 		}
@@ -189,12 +194,21 @@ func collectWork(ctx context.Context, g workGC) gcResponse {
 			resp.Disposition, resp.Reason, resp.Result = "interrupted", "the collection ran out of time", res
 			return resp
 		}
-		if err := os.Remove(c.path); err != nil {
-			retain(c.path, "delete failed: "+err.Error(), c.size)
-			continue
+		var unknown *state.OutcomeUnknownError
+		switch err := g.pub.RemoveFile(c.path, c.info); {
+		case err == nil:
+			res.Deleted.Files++
+			res.Deleted.Bytes += size
+		case errors.As(err, &unknown) || errors.Is(err, state.ErrStopped):
+			// The publisher's fatal boundary has the error and does not
+			// return in production; no report claims a known outcome.
+			resp.Disposition, resp.Reason = "failed", "deletion outcome unknown: "+err.Error()
+			return resp
+		case errors.Is(err, state.ErrChanged):
+			retain(c.path, "changed since it was listed", size)
+		default:
+			retain(c.path, "delete failed: "+err.Error(), size)
 		}
-		res.Deleted.Files++
-		res.Deleted.Bytes += c.size
 	}
 	// Remaining is what stays accounted after the (previewed) deletion:
 	// every retained file, including failed deletions.

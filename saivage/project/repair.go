@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/lock"
 	"github.com/agentstack/agentstack/saivage/state"
@@ -29,14 +31,37 @@ type RepairCandidate struct {
 	curSum         [32]byte
 }
 
+// RepairDiscard is the separate discard repair proposes for a non-root
+// card whose selection is unusable now and before (no previous selector
+// cures it): the card's own roots move to a fresh attic and a FAILED
+// placeholder authored runtime:repair takes its place under its parent.
+// It loses the card's records, sessions and mailbox, so it needs its own
+// consent (--discard).
+type RepairDiscard struct {
+	Card   string `json:"card"`
+	Parent string `json:"parent"`
+	// Type is proven by the parent: its type permits only this child type.
+	Type    string `json:"type"`
+	Problem string `json:"problem"`
+	// Roots are the card's own entries that move to the attic.
+	Roots   []string `json:"roots"`
+	headSum [32]byte
+}
+
 // RepairReport is made before any effect: what admission refuses and the
 // restorations that cure it, each proven on a copy of the state.
 type RepairReport struct {
 	Healthy    bool              `json:"healthy"`
 	Candidates []RepairCandidate `json:"candidates"`
+	// Discards need the separate loss consent.
+	Discards []RepairDiscard `json:"discards"`
 	// Unrepaired is the admission error no candidate cures ("" when none).
 	Unrepaired string `json:"unrepaired,omitempty"`
 }
+
+// RepairAttic is the directory under .saivage where discards keep what
+// they moved away, one fresh directory per repair (reset keeps it).
+const RepairAttic = "repair-attic"
 
 // maxRepairSteps bounds the inspection: each step cures one selector.
 const maxRepairSteps = 32
@@ -48,7 +73,7 @@ const maxRepairSteps = 32
 // Nothing in the project is written. Work files are not copied.
 func InspectRepair(ctx context.Context, opts Options) (RepairReport, error) {
 	opts.fill()
-	rep := RepairReport{Candidates: []RepairCandidate{}}
+	rep := RepairReport{Candidates: []RepairCandidate{}, Discards: []RepairDiscard{}}
 	stateDir := filepath.Join(opts.Root, config.StateDir)
 	sandbox, err := os.MkdirTemp("", "saivage-repair-")
 	if err != nil {
@@ -69,14 +94,27 @@ func InspectRepair(ctx context.Context, opts Options) (RepairReport, error) {
 	for range maxRepairSteps {
 		_, err := Open(ctx, sbOpts)
 		if err == nil {
-			rep.Healthy = len(rep.Candidates) == 0
+			rep.Healthy = len(rep.Candidates) == 0 && len(rep.Discards) == 0
 			return rep, nil
 		}
 		problem := strings.ReplaceAll(err.Error(), sbState, stateDir)
 		cand, ok := restoreCandidate(sbState, err.Error())
 		if !ok {
-			rep.Unrepaired = problem
-			return rep, nil
+			d, why := discardCandidate(ctx, sbOpts, sbState, err.Error())
+			if why != "" {
+				rep.Unrepaired = problem + " (" + why + ")"
+				return rep, nil
+			}
+			d.Problem = problem
+			if err := applyDiscard(ctx, sbOpts, d, filepath.Join(sandbox, "attic")); err != nil {
+				return rep, fmt.Errorf("repair: try the discard of %s: %w", d.Card, err)
+			}
+			if _, err2 := Open(ctx, sbOpts); err2 != nil && strings.ReplaceAll(err2.Error(), sbState, stateDir) == problem {
+				rep.Unrepaired = problem + " (discarding " + d.Card + " does not cure it)"
+				return rep, nil
+			}
+			rep.Discards = append(rep.Discards, d)
+			continue
 		}
 		cand.Problem = problem
 		cur, prev := filepath.Join(sbState, cand.Selector), filepath.Join(sbState, state.PrevName(cand.Selector))
@@ -135,10 +173,102 @@ func restoreCandidate(stateDir, msg string) (RepairCandidate, bool) {
 	return RepairCandidate{}, false
 }
 
+// discardCandidate decides whether the damage named by msg is a non-root
+// card's unusable selection that the separate discard may cure, and
+// proves the card's place: its parent admits, lists it as a child at the
+// right depth, and permits exactly one child type. It returns why not
+// otherwise. Damage inside the card's records or sessions alone never
+// qualifies.
+func discardCandidate(ctx context.Context, sbOpts Options, sbState, msg string) (RepairDiscard, string) {
+	cardsDir := filepath.Join(sbState, "cards") + string(filepath.Separator)
+	i := strings.Index(msg, cardsDir)
+	if i < 0 {
+		return RepairDiscard{}, "no previous selector cures it and it is not a card's selection"
+	}
+	rel := msg[i+len(cardsDir):]
+	if j := strings.IndexAny(rel, ": \n"); j >= 0 {
+		rel = rel[:j]
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	id := parts[0]
+	if len(parts) < 2 || (parts[1] != "head.json" && parts[1] != "history") {
+		return RepairDiscard{}, "no previous selector cures it; only an unusable card selection may be discarded, not damage in its records or sessions"
+	}
+	if id == cards.RootID || cards.ParentOf(id) == "" {
+		return RepairDiscard{}, "no previous selector cures it and the root card is never discarded"
+	}
+	_, set, err := Compile(ctx, sbOpts)
+	if err != nil {
+		return RepairDiscard{}, "the configuration does not compile: " + err.Error()
+	}
+	store := cards.New(cards.Options{StateDir: sbState, Publisher: state.New(state.Options{}), Workflows: set})
+	parentID := cards.ParentOf(id)
+	parent, err := store.Get(ctx, parentID)
+	if err != nil {
+		return RepairDiscard{}, "the parent " + parentID + " cannot prove the card's place: " + err.Error()
+	}
+	ptbl, ok := set.Table(parent.Type)
+	switch types := ptbl.PermittedChildTypes(); {
+	case !slices.Contains(parent.Children, id) || parent.Tombstoned():
+		return RepairDiscard{}, "the parent " + parentID + " does not list " + id + " as a child"
+	case cards.DepthOf(id) != parent.Depth+1 || cards.DepthOf(id) > cards.MaxDepth:
+		return RepairDiscard{}, "the depth of " + id + " does not follow its parent's"
+	case !ok || len(types) != 1:
+		return RepairDiscard{}, "the type of " + id + " cannot be proven: its parent's type permits " + strings.Join(types, ", ")
+	default:
+		d := RepairDiscard{Card: id, Parent: parentID, Type: types[0], Roots: []string{}}
+		dir := store.CardDir(id)
+		for _, r := range cards.OwnRoots {
+			if _, err := os.Lstat(filepath.Join(dir, r)); err == nil {
+				d.Roots = append(d.Roots, r)
+			}
+		}
+		head, _ := os.ReadFile(filepath.Join(dir, "head.json"))
+		d.headSum = sha256.Sum256(head)
+		return d, ""
+	}
+}
+
+// applyDiscard moves the card's own roots to a fresh directory under
+// attic (created exclusively) and publishes the placeholder.
+func applyDiscard(ctx context.Context, opts Options, d RepairDiscard, attic string) error {
+	_, set, err := Compile(ctx, opts)
+	if err != nil {
+		return err
+	}
+	stateDir := filepath.Join(opts.Root, config.StateDir)
+	pub := opts.Publisher
+	if pub == nil || opts.ReadOnly {
+		pub = state.New(state.Options{SkipSync: true}) // the inspection's copy
+	}
+	dst := filepath.Join(attic, "cards", d.Card)
+	for _, dir := range []string{attic, filepath.Dir(dst)} {
+		if err := pub.Mkdir(dir, false); err != nil {
+			return err
+		}
+	}
+	if err := pub.Mkdir(dst, true); err != nil {
+		return err
+	}
+	store := cards.New(cards.Options{StateDir: stateDir, Publisher: pub, Workflows: set, Now: opts.Now})
+	for _, r := range d.Roots {
+		if err := pub.Move(filepath.Join(store.CardDir(d.Card), r), filepath.Join(dst, r)); err != nil {
+			return err
+		}
+	}
+	_, err = store.PublishRepairPlaceholder(d.Card, d.Parent, d.Type)
+	return err
+}
+
 // Repair applies the report's restorations under the project lock, after
 // checking that neither selector changed since the inspection (byte
-// absence of other changes), then admits the project.
-func Repair(ctx context.Context, opts Options, rep RepairReport) error {
+// absence of other changes), then its discards when discard (the
+// separate loss consent) is set, then admits the project. A report with
+// discards and no consent changes nothing.
+func Repair(ctx context.Context, opts Options, rep RepairReport, discard bool) error {
+	if len(rep.Discards) > 0 && !discard {
+		return fmt.Errorf("repair refused: %d card(s) can only be discarded (see the report), which loses their records and sessions; give the separate consent --discard to apply it; nothing was changed", len(rep.Discards))
+	}
 	opts.fill()
 	stateDir := filepath.Join(opts.Root, config.StateDir)
 	lk, err := lock.Acquire(lock.Options{StateDir: stateDir, Publisher: opts.Publisher, Now: opts.Now})
@@ -164,11 +294,38 @@ func Repair(ctx context.Context, opts Options, rep RepairReport) error {
 			return fmt.Errorf("repair %s: %w", c.Selector, err)
 		}
 	}
+	var attic string
+	for _, d := range rep.Discards {
+		dir := filepath.Join(stateDir, "cards", d.Card)
+		head, _ := os.ReadFile(filepath.Join(dir, "head.json"))
+		var roots []string
+		for _, r := range cards.OwnRoots {
+			if _, err := os.Lstat(filepath.Join(dir, r)); err == nil {
+				roots = append(roots, r)
+			}
+		}
+		if sha256.Sum256(head) != d.headSum || !slices.Equal(roots, d.Roots) {
+			return fmt.Errorf("repair: card %s changed since the inspection; inspect again", d.Card)
+		}
+		if attic == "" {
+			if err := opts.Publisher.Mkdir(filepath.Join(stateDir, RepairAttic), false); err != nil {
+				return fmt.Errorf("repair: %w", err)
+			}
+			attic = filepath.Join(stateDir, RepairAttic, opts.Now().UTC().Format("20060102T150405Z")+"-"+state.NewUUID()[:8])
+		}
+		if err := applyDiscard(ctx, opts, d, attic); err != nil {
+			return fmt.Errorf("repair: discard %s: %w", d.Card, err)
+		}
+	}
 	p, err := Open(ctx, Options{Root: opts.Root, ConfigPath: opts.ConfigPath, LookupEnv: opts.LookupEnv, Publisher: opts.Publisher})
 	if err != nil {
 		return fmt.Errorf("repair: the project is still refused: %w", err)
 	}
-	return p.LogEvent("project_repaired", map[string]any{"author": "operator", "restored": len(rep.Candidates)})
+	discarded := []string{}
+	for _, d := range rep.Discards {
+		discarded = append(discarded, d.Card)
+	}
+	return p.LogEvent("project_repaired", map[string]any{"author": "operator", "restored": len(rep.Candidates), "discarded": discarded, "attic": attic})
 }
 
 // copyState copies .saivage without work/ and locks/ for inspection.

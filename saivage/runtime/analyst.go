@@ -27,6 +27,9 @@ type TurnResult struct {
 	Text    string    `json:"text"`
 	Error   string    `json:"error,omitempty"`
 	EndedAt time.Time `json:"ended_at"`
+	// sessionErr is set when the turn's own session could not be read or
+	// written (not an attempt failure such as the provider's or a tool's).
+	sessionErr error
 }
 
 // AnalystInfo is the Analyst's identity and availability.
@@ -170,6 +173,7 @@ func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, rou
 		return fmt.Sprintf("Runtime status: %s. Root card %s is %s. Active cards: %v.", st.Status, root.ID, root.Status, st.Activations)
 	}}
 	cur, err := sess.current()
+	sessionErr := err
 	if err == nil {
 		err = buildErr
 	}
@@ -180,12 +184,13 @@ func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, rou
 		res, runErr = agent.Run(ctx, agent.RunOptions{Model: iv, ModelName: route.Public, Messages: rowsToMessages(cur.Rows),
 			Tools: bound, MaxSteps: rt.opts.MaxNodeSteps, OnEvent: rec.on})
 	}
-	out := &TurnResult{ID: id, EndedAt: time.Now().UTC()}
+	out := &TurnResult{ID: id, EndedAt: time.Now().UTC(), sessionErr: sessionErr}
 	switch {
 	case err != nil:
 		out.Error = err.Error()
 	case rec.err != nil:
 		out.Error = rec.err.Error()
+		out.sessionErr = rec.err
 	case runErr != nil:
 		out.Error = rt.redact(runErr.Error())
 	}
@@ -196,6 +201,13 @@ func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, rou
 		_ = sess.append(noticeRow("turn-"+state.NewUUID(), "The previous turn ended with an error: "+out.Error))
 	}
 	return out
+}
+
+// refuse refuses new submissions; a running turn goes on.
+func (a *Analyst) refuse() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
 }
 
 // close refuses new submissions and cancels a running turn.

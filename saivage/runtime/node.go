@@ -116,7 +116,10 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 	act := &activation{card: c, tbl: tbl, accepted: map[string]acceptedResult{}}
 	for {
 		res, err := rt.runNode(ctx, act, node, prompts)
-		if cause := context.Cause(ctx); err != nil && parent.Err() == nil && errors.Is(cause, errUrgent) {
+		// A claimed activation settles as stopped even when a halt or its
+		// own claimed ancestor cancelled its parent meanwhile: the claim
+		// came first, the halt joins this settlement (leaf to root).
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, errUrgent) {
 			return rt.urgentStop(parent, id, cause)
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -127,7 +128,7 @@ func (o *oversight) epoch(ctx context.Context) {
 		n := o.checks
 		o.mu.Unlock()
 		o.rt.oversightCheck(ctx, o.agent, n)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || o.rt.Failure() != nil {
 			return
 		}
 	}
@@ -136,17 +137,28 @@ func (o *oversight) epoch(ctx context.Context) {
 // oversightCheck runs one check: a fresh conversation turn over the
 // retained Oversight session with the generated vocabulary, the Oversight
 // allow-list only. No action is a success; an expected failure (provider,
-// tool) settles the check failed. The outcome is an app log event.
+// tool, an unbound route) settles the check failed. A failure of the check
+// itself (its session cannot be established, read or written, or a panic)
+// settles it failed and is an unexpected owner failure: admissions close
+// and the process exits 1 (ownerFailed). The outcome is an app log event.
 func (rt *Runtime) oversightCheck(ctx context.Context, name string, n int) {
 	id := state.NewUUID()
 	outcome, reason := "ok", ""
 	defer func() {
+		if r := recover(); r != nil {
+			outcome, reason = "failed", fmt.Sprintf("panic: %v", r)
+			rt.ownerFailed("oversight check "+strconv.Itoa(n), errors.New(reason))
+		}
 		if ctx.Err() != nil && outcome != "failed" {
 			outcome = "cancelled"
 		}
 		rt.logEvent("oversight_check", map[string]any{"check": n, "turn": id, "outcome": outcome, "reason": reason})
 	}()
 	fail := func(err error) { outcome, reason = "failed", rt.redact(err.Error()) }
+	ownerFail := func(err error) {
+		fail(err)
+		rt.ownerFailed("oversight check "+strconv.Itoa(n), err)
+	}
 	ag, _ := rt.p.Workflows.Agent(name)
 	route, ok := rt.models.Route(ag.ModelRoute)
 	if !ok {
@@ -157,16 +169,16 @@ func (rt *Runtime) oversightCheck(ctx context.Context, name string, n int) {
 	if _, err := os.Stat(filepath.Join(sess.dir, "index.json")); errors.Is(err, fs.ErrNotExist) {
 		// Oversight's session is established lazily by its first check.
 		if err := rt.p.Sessions.Establish(sess.dir, sess.id); err != nil {
-			fail(err)
+			ownerFail(err)
 			return
 		}
 	}
 	if _, err := sess.settle(false); err != nil {
-		fail(err)
+		ownerFail(err)
 		return
 	}
 	if err := sess.append(markerRow(id, markerOversight, map[string]any{"check": n}), userRow(id, "", rt.oversightVocabulary(ctx, n))); err != nil {
-		fail(err)
+		ownerFail(err)
 		return
 	}
 	names := slices.DeleteFunc(slices.Clone(ag.Tools), func(t string) bool { return !workflow.OversightAllowed(t) })
@@ -182,6 +194,9 @@ func (rt *Runtime) oversightCheck(ctx context.Context, name string, n int) {
 	out := rt.globalTurn(ctx, sess, id, route, bound, buildErr, "You run a periodic Oversight check: observe, and intervene only through queue_notification.")
 	if out.Error != "" {
 		outcome, reason = "failed", out.Error
+	}
+	if out.sessionErr != nil {
+		rt.ownerFailed("oversight check "+strconv.Itoa(n), out.sessionErr)
 	}
 }
 

@@ -2,12 +2,15 @@ package runtime_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/runtime"
 )
 
@@ -196,5 +199,60 @@ func TestOversightSchedule(t *testing.T) {
 	}
 	if left := e.script.Remaining(); len(left) != 0 {
 		t.Errorf("unconsumed: %v", left)
+	}
+}
+
+// TestOversightOwnerFailure: a provider failure is an expected attempt
+// failure (the check settles failed and the schedule goes on), while a
+// check whose own session cannot be read is an unexpected owner failure:
+// it settles failed, Failed is closed with the cause, no further check is
+// armed and new Analyst submissions are refused.
+func TestOversightOwnerFailure(t *testing.T) {
+	fc := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := newEnv(t, envOptions{rtOpts: runtime.Options{Clock: fc}, configEdit: func(s string) string {
+		return strings.Replace(s, "  enabled: false\n  interval_seconds: 1800", "  enabled: true\n  interval_seconds: 60", 1)
+	}})
+	ctx := context.Background()
+	checks := func() []project.Event { return e.events("oversight_check") }
+	e.script.Add("planner@project", llmtest.Reply{Content: "thinking", Delay: time.Hour})
+	e.script.Add("oversight", llmtest.Reply{Status: 400, ErrorMessage: "bad request"})
+	if err := e.rt.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the first timer", func() bool { return len(fc.waits()) >= 1 })
+	fc.Advance(time.Minute)
+	e.waitFor("the first check", func() bool { return len(checks()) == 1 })
+	if c := checks()[0]; c.Data["outcome"] != "failed" || e.rt.Failure() != nil {
+		t.Fatalf("provider failure: check %v, runtime failure %v", c.Data, e.rt.Failure())
+	}
+	// The schedule re-armed; now the session itself is unreadable.
+	e.waitFor("the second timer", func() bool { return len(fc.waits()) >= 2 })
+	idx := filepath.Join(e.p.StateDir, "agents", "oversight", "index.json")
+	if err := os.WriteFile(idx, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(time.Minute)
+	select {
+	case <-e.rt.Failed():
+	case <-time.After(60 * time.Second):
+		t.Fatal("an unreadable Oversight session did not fail the owner")
+	}
+	if err := e.rt.Failure(); err == nil || !strings.Contains(err.Error(), "oversight check 2") || !strings.Contains(err.Error(), "index.json") {
+		t.Fatalf("failure = %v", err)
+	}
+	e.waitFor("the second check's event", func() bool { return len(checks()) == 2 })
+	if c := checks()[1]; c.Data["outcome"] != "failed" {
+		t.Errorf("check 2 = %v", c.Data)
+	}
+	if ev := e.events("owner_failed"); len(ev) != 1 {
+		t.Errorf("owner_failed events = %d", len(ev))
+	}
+	if _, _, err := e.rt.Analyst().Submit(ctx, "hello"); err == nil {
+		t.Error("the Analyst admitted a submission after the owner failed")
+	}
+	fc.Advance(time.Hour)
+	time.Sleep(100 * time.Millisecond) // a re-armed schedule would register a wait
+	if n := len(fc.waits()); n != 2 {
+		t.Errorf("timers after the failure = %d, want none re-armed", n)
 	}
 }

@@ -135,6 +135,12 @@ type Runtime struct {
 	analyst   *Analyst
 	ops       *operations
 	oversight *oversight
+
+	// failed is closed once an owner (an Oversight check) failed in a way
+	// no attempt accounts for; failure says how.
+	failOnce sync.Once
+	failed   chan struct{}
+	failure  error
 }
 
 // New binds the project's model routes and returns an uninitialized
@@ -168,7 +174,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	secrets = append(secrets, opts.Secrets...)
 	redact := tools.NewRedactor(secrets)
-	rt := &Runtime{p: p, models: models, opts: opts, log: opts.Logger, redact: redact, status: StatusUninitialized, resume: make(chan struct{})}
+	rt := &Runtime{p: p, models: models, opts: opts, log: opts.Logger, redact: redact, status: StatusUninitialized, resume: make(chan struct{}), failed: make(chan struct{})}
 	rt.procs = tools.NewProcesses(tools.ProcessesOptions{CaptureDir: filepath.Join(p.StateDir, "work", "processes"), Environ: opts.Environ})
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	if err := rt.mcp.EnableDefinitions(filepath.Join(p.StateDir, tools.MCPDefinitionsFile), p.Publisher); err != nil {
@@ -227,6 +233,35 @@ func (rt *Runtime) Startup(ctx context.Context) error {
 	rt.setStatusLocked(StatusStopped)
 	rt.mcp.StartAutostart()
 	return nil
+}
+
+// Failed is closed when an owner failed unexpectedly (an Oversight check
+// whose own session could not be read or written, or that panicked): new
+// Analyst submissions are refused from then on, and the process owner
+// closes the application and exits 1.
+func (rt *Runtime) Failed() <-chan struct{} { return rt.failed }
+
+// Failure is the unexpected owner failure, once Failed is closed.
+func (rt *Runtime) Failure() error {
+	select {
+	case <-rt.failed:
+		return rt.failure
+	default:
+		return nil
+	}
+}
+
+// ownerFailed closes admissions and reports the first unexpected owner
+// failure; it never waits for anything (the failing owner may be what a
+// cleanup would join).
+func (rt *Runtime) ownerFailed(owner string, err error) {
+	rt.failOnce.Do(func() {
+		rt.failure = fmt.Errorf("%s failed unexpectedly: %w", owner, err)
+		rt.analyst.refuse()
+		rt.log.Error("unexpected owner failure; the server closes and exits 1", "owner", owner, "err", rt.redact(err.Error()))
+		rt.logEvent("owner_failed", map[string]any{"owner": owner, "error": rt.redact(err.Error())})
+		close(rt.failed)
+	})
 }
 
 // MCP returns the outbound MCP servers.

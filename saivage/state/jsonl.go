@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,18 +25,30 @@ const MaxLineBytes = 4 << 20
 // created only when create is set (the owner's first publication). Write,
 // fsync and close failures make the outcome unknown.
 func (p *Publisher) Append(path string, env Envelope, create bool) error {
+	_, err := p.AppendSpan(path, env, create)
+	return err
+}
+
+// Span is the byte range [Start, End) one appended line occupies.
+type Span struct{ Start, End int64 }
+
+// AppendSpan is Append that also reports where the line landed. A caller
+// that remembers a file's content by its size can tell from Start whether
+// anyone else appended since it last looked, and from End the size that
+// holds exactly what it knows.
+func (p *Publisher) AppendSpan(path string, env Envelope, create bool) (Span, error) {
 	if err := p.check(); err != nil {
-		return err
+		return Span{}, err
 	}
 	if env.V < 1 || len(env.Rows) == 0 {
-		return fmt.Errorf("append %s: envelope needs a version and at least one row", path)
+		return Span{}, fmt.Errorf("append %s: envelope needs a version and at least one row", path)
 	}
 	line, err := json.Marshal(env)
 	if err != nil {
-		return fmt.Errorf("append %s: %w", path, err)
+		return Span{}, fmt.Errorf("append %s: %w", path, err)
 	}
 	if len(line) > MaxLineBytes {
-		return fmt.Errorf("append %s: envelope is %d bytes, over the %d-byte limit", path, len(line), MaxLineBytes)
+		return Span{}, fmt.Errorf("append %s: envelope is %d bytes, over the %d-byte limit", path, len(line), MaxLineBytes)
 	}
 	line = append(line, '\n')
 	flags := os.O_WRONLY | os.O_APPEND
@@ -44,39 +57,49 @@ func (p *Publisher) Append(path string, env Envelope, create bool) error {
 	}
 	f, err := os.OpenFile(path, flags, 0o666)
 	if err != nil {
-		return fmt.Errorf("append %s: %w", path, err)
+		return Span{}, fmt.Errorf("append %s: %w", path, err)
 	}
 	if err := p.fault(StepAppendWrite, path); err != nil {
 		f.Close()
-		return p.unknown(StepAppendWrite, path, err)
+		return Span{}, p.unknown(StepAppendWrite, path, err)
 	}
 	if _, err := f.Write(line); err != nil {
 		f.Close()
-		return p.unknown(StepAppendWrite, path, err)
+		return Span{}, p.unknown(StepAppendWrite, path, err)
 	}
+	// With O_APPEND the write lands at the end of the file as it was at
+	// that instant and leaves the offset right after the line.
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		f.Close()
+		return Span{}, p.unknown(StepAppendWrite, path, err)
+	}
+	span := Span{Start: end - int64(len(line)), End: end}
 	p.after(StepAppendWrite, path)
 	if err := p.fault(StepAppendFsync, path); err != nil {
 		f.Close()
-		return p.unknown(StepAppendFsync, path, err)
+		return Span{}, p.unknown(StepAppendFsync, path, err)
 	}
 	if !p.opts.SkipSync {
 		if err := f.Sync(); err != nil {
 			f.Close()
-			return p.unknown(StepAppendFsync, path, err)
+			return Span{}, p.unknown(StepAppendFsync, path, err)
 		}
 	}
 	if err := p.fault(StepAppendClose, path); err != nil {
 		f.Close()
-		return p.unknown(StepAppendClose, path, err)
+		return Span{}, p.unknown(StepAppendClose, path, err)
 	}
 	if err := f.Close(); err != nil {
-		return p.unknown(StepAppendClose, path, err)
+		return Span{}, p.unknown(StepAppendClose, path, err)
 	}
 	if create {
 		// A created file's directory entry must be durable too.
-		return p.syncDir(filepath.Dir(path))
+		if err := p.syncDir(filepath.Dir(path)); err != nil {
+			return Span{}, err
+		}
 	}
-	return nil
+	return span, nil
 }
 
 // StreamError locates a problem in a JSONL stream.

@@ -248,3 +248,75 @@ func (p *Publisher) Mkdir(path string, exclusive bool) error {
 	}
 	return p.syncDir(filepath.Dir(path))
 }
+
+// ErrChanged says a file was not removed because it is no longer the one
+// the caller inspected.
+var ErrChanged = errors.New("the file changed since it was inspected")
+
+// RemoveFile unlinks the regular file at path, only if it is still the
+// file seen (same file, size and modification time), then makes the
+// removal durable by fsyncing its directory. A changed file is left in
+// place (ErrChanged). A refused unlink after which the file is still there
+// is an ordinary error; an unlink whose result cannot be known (the file
+// is gone although unlink failed, or cannot be inspected) and a failed
+// directory fsync make the outcome unknown.
+func (p *Publisher) RemoveFile(path string, seen fs.FileInfo) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	now, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	if !now.Mode().IsRegular() || !os.SameFile(now, seen) || now.Size() != seen.Size() || !now.ModTime().Equal(seen.ModTime()) {
+		return fmt.Errorf("remove %s: %w", path, ErrChanged)
+	}
+	err = p.fault(StepUnlink, path)
+	if err == nil {
+		err = os.Remove(path)
+	}
+	if err != nil {
+		if after, lerr := os.Lstat(path); lerr == nil && os.SameFile(after, now) {
+			return fmt.Errorf("remove %s: %w", path, err) // still there: nothing happened
+		}
+		return p.unknown(StepUnlink, path, err)
+	}
+	p.after(StepUnlink, path)
+	if err := p.syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	p.after(StepSyncDir, filepath.Dir(path))
+	return nil
+}
+
+// Move renames from to to (to must not exist) and fsyncs both parent
+// directories. A refused rename that left from in place is an ordinary
+// error; one whose result cannot be known, and a failed fsync, make the
+// outcome unknown.
+func (p *Publisher) Move(from, to string) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(to); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("move %s: %s already exists (%v)", from, to, err)
+	}
+	err := p.fault(StepRename, from)
+	if err == nil {
+		err = os.Rename(from, to)
+	}
+	if err != nil {
+		_, ferr := os.Lstat(from)
+		if _, terr := os.Lstat(to); ferr == nil && errors.Is(terr, fs.ErrNotExist) {
+			return fmt.Errorf("move %s: %w", from, err)
+		}
+		return p.unknown(StepRename, from, err)
+	}
+	p.after(StepRename, from)
+	if err := p.syncDir(filepath.Dir(to)); err != nil {
+		return err
+	}
+	if filepath.Dir(from) != filepath.Dir(to) {
+		return p.syncDir(filepath.Dir(from))
+	}
+	return nil
+}

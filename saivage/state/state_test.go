@@ -188,8 +188,13 @@ func TestJSONLAppendAndRead(t *testing.T) {
 	if err := p.Append(path, env(2, `{"id":"a"}`), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Append(path, env(2, `{"id":"b"}`, `{"id":"c"}`), false); err != nil {
+	first, _ := os.Stat(path)
+	span, err := p.AppendSpan(path, env(2, `{"id":"b"}`, `{"id":"c"}`), false)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if now, _ := os.Stat(path); span.Start != first.Size() || span.End != now.Size() {
+		t.Fatalf("span %+v, file grew from %d to %d", span, first.Size(), now.Size())
 	}
 	if err := p.Append(path, state.Envelope{V: 2}, false); err == nil {
 		t.Fatal("empty envelope appended")
