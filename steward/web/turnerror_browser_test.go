@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentstack/agentstack/steward/audit"
+	"github.com/agentstack/agentstack/steward/watch"
 )
 
 // TestBrowserFailedTurn: a turn the provider refuses ends in a styled error
@@ -79,4 +80,77 @@ func TestBrowserFailedTurn(t *testing.T) {
 	b.setValue("#audit-type", "chat.turn_failed")
 	b.click(".filters", "Apply")
 	b.wait(`(() => { const li = [...document.querySelectorAll('.timeline li')]; return li.length === 1 && li[0].dataset.type === 'chat.turn_failed' && li[0].textContent.includes('refused the API key') })()`)
+}
+
+// TestBrowserFailedWatchTurn: a watch turn the provider refuses shows in
+// the watch's chat as the same styled error card as a failed chat turn —
+// the plain cause, the fix with the set-up link and what the watch does
+// next, the provider's error folded — live and after a reload, and Audit
+// has its chat.turn_failed row naming the watch.
+func TestBrowserFailedWatchTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test")
+	}
+	b := newBrowser(t, 1280, 860, false)
+	h := newHarness(t)
+	b.do(chromedp.Navigate(h.url()))
+	b.wait(`document.documentElement.dataset.ready === '1'`)
+	// The user's chat, where a watch was created: this page follows it.
+	b.send("watch my train to Torino")
+	b.wait(`[...document.querySelectorAll('.msg.assistant')].some((m) => m.textContent.includes('you said: watch my train'))`)
+	chatID := strings.TrimPrefix(eval[string](b, `location.hash`), "#/c/")
+
+	_, err := h.host.Manager().DeliverWatchTurn(context.Background(), watch.Turn{ChatID: chatID, WatchID: "w_train", EventID: "wev_1",
+		Prompt: "[Steward watch event] the train is late; please refuse the key"})
+	if err == nil || !strings.Contains(err.Error(), "Incorrect API key provided") {
+		t.Fatalf("the watch turn: %v, want the provider's refusal", err)
+	}
+	checkCard := func(when string) {
+		t.Helper()
+		card := `document.querySelector('.msg.turn-error')`
+		b.wait(`!!` + card)
+		if got := eval[string](b, card+`.querySelector('.turn-error-cause').textContent.trim()`); got != "A watch could not write its notification. The model provider refused the API key." {
+			t.Errorf("%s: cause = %q", when, got)
+		}
+		fix := eval[string](b, card+`.querySelector('.turn-error-fix').textContent`)
+		if !strings.Contains(fix, "open the set-up screen or run 'steward setup'") || !strings.Contains(fix, "The watch tries again at its next check") {
+			t.Errorf("%s: fix = %q", when, fix)
+		}
+		if got := eval[string](b, card+`.querySelector('.turn-error-fix a')?.getAttribute('href') || ''`); got != "#/setup" {
+			t.Errorf("%s: the fix links to %q, want #/setup", when, got)
+		}
+		if eval[bool](b, card+`.querySelector('details').open`) {
+			t.Errorf("%s: the details are unfolded", when)
+		}
+		if raw := eval[string](b, card+`.querySelector('details pre').textContent`); !strings.Contains(raw, "Incorrect API key provided") {
+			t.Errorf("%s: details = %q, want the provider's error", when, raw)
+		}
+		if n := eval[int](b, `document.querySelectorAll('.msg.turn-error').length`); n != 1 {
+			t.Errorf("%s: %d error cards, want 1", when, n)
+		}
+		if n := eval[int](b, `document.querySelectorAll('.msg.user').length`); n != 1 {
+			t.Errorf("%s: %d user messages, want only the user's (the automatic event is not one)", when, n)
+		}
+	}
+	checkCard("live")
+	b.shot("failed-watch-turn-desktop")
+
+	b.do(chromedp.Reload())
+	b.wait(`document.documentElement.dataset.ready === '1' && !!document.querySelector('.msg.turn-error')`)
+	checkCard("after a reload")
+	b.noExceptions()
+
+	h.flush()
+	page, err := h.audit.Query(context.Background(), audit.Filter{Type: "chat.turn_failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || !strings.HasPrefix(page.Events[0].Summary, "A watch could not write its notification.") || page.Events[0].ChatID != chatID {
+		t.Fatalf("audit events = %+v, want one chat.turn_failed with the watch's cause", page.Events)
+	}
+	b.do(chromedp.Navigate(h.url() + "#/audit"))
+	b.wait(`document.querySelector('.audit-page')?.dataset.loaded === '1'`)
+	b.setValue("#audit-type", "chat.turn_failed")
+	b.click(".filters", "Apply")
+	b.wait(`(() => { const li = [...document.querySelectorAll('.timeline li')]; return li.length === 1 && li[0].textContent.includes('A watch could not write its notification') })()`)
 }
