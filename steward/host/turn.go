@@ -181,8 +181,8 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 
 // journalError keeps a failed turn's error card in the transcript.
 func journalError(j *journal, r protocol.TurnResult) {
-	data, _ := json.Marshal(map[string]any{"error": r.Error, "aborted": r.Aborted, "cause": r.Cause, "fix": r.Fix})
-	j.append(&chats.Entry{Kind: "error", Data: data})
+	data, _ := json.Marshal(protocol.TurnError{Error: r.Error, Aborted: r.Aborted, Cause: r.Cause, Fix: r.Fix})
+	j.append(&chats.Entry{Kind: protocol.EntryError, Data: data})
 }
 
 func failed(err error) turnOutcome {
@@ -196,10 +196,10 @@ func (m *ChatManager) userInput(ctx context.Context, chatID string, j *journal, 
 		MessageID: chats.NewID("user"), Text: spec.text, Files: spec.files}
 	data, _ := json.Marshal(userMsg)
 	if spec.control {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "control", Data: data})
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: protocol.EntryControl, Data: data})
 		m.audit(ctx, AuditEvent{Actor: "host", Type: "chat.control", Risk: "low", ChatID: chatID, Summary: "host control turn", Payload: map[string]any{"content": spec.text}})
 	} else {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: protocol.EntryUser, Data: data})
 		m.publish(chatID, userMsg)
 		m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": spec.text}})
 	}
@@ -243,7 +243,7 @@ func (m *ChatManager) postFallback(ctx context.Context, chatID string, t *turn, 
 	msg := protocol.AssistantMessage{Envelope: protocol.Env(protocol.TypeAssistantMessage, ""), ChatID: chatID, TurnID: t.id,
 		MessageID: chats.NewID("asst"), Text: text}
 	data, _ := json.Marshal(msg)
-	j.append(&chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data})
+	j.append(&chats.Entry{ID: msg.MessageID, Kind: protocol.EntryAssistant, Data: data})
 	asst := llm.Message{Role: "assistant", Content: text}
 	j.session(asst)
 	m.cacheSession(chatID, append(history[:len(history):len(history)], asst))
