@@ -581,8 +581,9 @@ type conn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	sess    *mcp.ClientSession
-	proc    *process     // nil for HTTP servers
-	http    *http.Client // nil for stdio servers
+	proc    *process           // nil for HTTP servers
+	http    *http.Client       // nil for stdio servers
+	local   *mcp.ServerSession // the in-process server's side; nil otherwise
 	refresh chan struct{}
 }
 
@@ -607,6 +608,9 @@ func (c *conn) close() (exit string) {
 	if c.sess != nil {
 		_ = c.sess.Close()
 	}
+	if c.local != nil {
+		_ = c.local.Close()
+	}
 	if c.http != nil {
 		c.http.CloseIdleConnections()
 	}
@@ -618,10 +622,19 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 	c := &conn{refresh: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	var transport mcp.Transport
-	if s.cfg.URL != "" {
+	switch {
+	case s.cfg.Server != nil:
+		st, ct := mcp.NewInMemoryTransports()
+		local, err := s.cfg.Server.Connect(c.ctx, st, nil)
+		if err != nil {
+			c.cancel()
+			return nil, nil, fmt.Errorf("start in process: %w", err)
+		}
+		c.local, transport = local, ct
+	case s.cfg.URL != "":
 		c.http = &http.Client{Transport: newHeaderTransport(s.cfg)}
 		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c.http}
-	} else {
+	default:
 		p, err := startProcess(s.cfg, s.b.opts.Environ, newStderrSink(s.log, s.mask, s.cfg.Name, s.b.shown))
 		if err != nil {
 			c.cancel()

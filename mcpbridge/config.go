@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // MaxConfigSize bounds the size of an mcp.json file; anything larger is
@@ -46,12 +48,22 @@ type ServerConfig struct {
 	// (typically Authorization).
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"-"`
+
+	// Server is an MCP server running inside the host process, spoken to
+	// in memory (set in code only, never from mcp.json): a connector that
+	// shares its state with the rest of the host, such as the trains
+	// service the watch adapter also reads, so there is one instance.
+	Server *mcp.Server `json:"-"`
 }
 
-// Transport names how the bridge talks to the server: "stdio" or "http".
+// Transport names how the bridge talks to the server: "stdio", "http" or
+// "in-process".
 func (c ServerConfig) Transport() string {
 	if c.URL != "" {
 		return "http"
+	}
+	if c.Server != nil {
+		return "in-process"
 	}
 	return "stdio"
 }
@@ -279,6 +291,10 @@ func (c ServerConfig) Validate() error {
 	}
 	fail := func(field, msg string) error { return &ConfigError{Server: c.Name, Field: field, Msg: msg} }
 	switch {
+	case c.Server != nil && (c.Command != "" || c.URL != ""):
+		return &ConfigError{Server: c.Name, Msg: "an in-process server has no command or url"}
+	case c.Server != nil:
+		return nil
 	case c.Command == "" && c.URL == "":
 		return &ConfigError{Server: c.Name, Msg: `needs either "command" (a program spoken to over stdio) or "url" (a streamable HTTP endpoint)`}
 	case c.Command != "" && c.URL != "":

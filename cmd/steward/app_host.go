@@ -20,6 +20,7 @@ import (
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/connectors/trains"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/modelsetup"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -47,6 +48,9 @@ func systemInfo(ctx context.Context, gatewayURL, chatModel string, bridge *mcpbr
 			state = host.StateUnknown
 		}
 		detail := fmt.Sprintf("%s, %d tools", s.State, s.Tools)
+		if s.Transport == "in-process" {
+			detail += ", in process"
+		}
 		if s.LastError != "" {
 			detail += ": " + s.LastError
 		}
@@ -147,10 +151,18 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	}
 	st.push(chatStore.Close)
 
+	// One trains service per process: the trains connector runs in process
+	// over it, and the train watch adapter reads the same instance.
+	trainSvc, err := newTrainService(env)
+	if err != nil {
+		return nil, err
+	}
+	trainsServer := trains.NewServer(trainSvc, version)
 	connectors, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
 	if err != nil {
 		return nil, err
 	}
+	connectors = inProcess(connectors, trainsServer)
 	withVoice := func(servers []mcpbridge.ServerConfig) ([]mcpbridge.ServerConfig, error) {
 		if voiceServer == nil {
 			return servers, nil
@@ -184,7 +196,7 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	d.reload.add(filepath.Join(sc.home, "mcp.json"), func() error {
 		servers, err := connectorServers(d.cfg, d.gatewayURL, sc.gatewayKey)
 		if err == nil {
-			servers, err = withVoice(servers)
+			servers, err = withVoice(inProcess(servers, trainsServer))
 		}
 		if err != nil {
 			return err
@@ -260,10 +272,6 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	startWiki(ctx, env, sc, d.gw, d.gatewayURL, h, st)
 
 	capabilities, err := watch.NewRegistry(writeCapabilities()...)
-	if err != nil {
-		return nil, err
-	}
-	trainSvc, err := newTrainService(env)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/steward/connectors/trains"
 	"github.com/agentstack/agentstack/steward/usage"
 	"github.com/agentstack/agentstack/steward/watch"
@@ -39,7 +40,8 @@ func init() {
 }
 
 // newTrainService is the ViaggiaTreno service configured by
-// VIAGGIATRENO_BASE_URL; the host's train watch adapter uses the same.
+// VIAGGIATRENO_BASE_URL: steward mcp trains builds one, and steward serve
+// one for both its trains connector and its train watch adapter.
 func newTrainService(env *cliEnv) (*trains.Service, error) {
 	cfg, err := env.Config()
 	if err != nil {
@@ -50,6 +52,17 @@ func newTrainService(env *cliEnv) (*trains.Service, error) {
 		return nil, err
 	}
 	return trains.NewService(trains.Options{Client: trains.NewClient(trains.ClientOptions{BaseURL: base})}), nil
+}
+
+// inProcess replaces the child process of Steward's trains connector by
+// the host's own server (over the host's one trains service).
+func inProcess(servers []mcpbridge.ServerConfig, trainsServer *mcp.Server) []mcpbridge.ServerConfig {
+	for i, s := range servers {
+		if s.Name == "trains" {
+			servers[i] = mcpbridge.ServerConfig{Name: s.Name, Server: trainsServer}
+		}
+	}
+	return servers
 }
 
 // benchAdapter is a fake source: each resource changes once every

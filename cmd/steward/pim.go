@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/search"
 	"github.com/agentstack/agentstack/search/indexfile"
 	"github.com/agentstack/agentstack/search/vecindex"
 	"github.com/agentstack/agentstack/sqlitedb"
@@ -138,19 +139,6 @@ func (p pimConnector[C]) queryEmbedder(env *cliEnv) (indexPath string, emb vecin
 	return indexPath, newLocalEmbedder(cfg, setting, p.name+"-mcp", "query-embed", 10*time.Second), nil
 }
 
-// pimEmbedder calls the gateway's local-embed model with a deadline per
-// request, attributing usage to its service and action.
-type pimEmbedder struct {
-	e       *llm.Embedder
-	timeout time.Duration
-}
-
-func (p *pimEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	return p.e.Embed(ctx, texts)
-}
-
 // newLocalEmbedder returns the embedder for a calendar.yaml/contacts.yaml
 // "embed" setting: "" or "gateway" uses GATEWAY_BASE_URL with
 // GATEWAY_API_KEY, "off" returns nil, and a URL is used without the key
@@ -166,9 +154,8 @@ func newLocalEmbedder(cfg *config.Config, setting, service, action string, timeo
 	default:
 		base = strings.TrimRight(setting, "/")
 	}
-	client := llm.NewClient(llm.ClientOptions{BaseURL: base, APIKey: key})
-	return &pimEmbedder{e: &llm.Embedder{Client: client, Model: "local-embed",
-		Attribution: llm.Attribution{Service: service, Action: action}}, timeout: timeout}
+	return search.NewEmbedder(search.EmbedderOptions{BaseURL: base, APIKey: key, Model: "local-embed",
+		Attribution: llm.Attribution{Service: service, Action: action}, Timeout: timeout})
 }
 
 func pimPrintProblems(w io.Writer, itemErrors []string, embedError string) {

@@ -91,11 +91,11 @@ type ManagerOptions struct {
 type ChatManager struct {
 	opts ManagerOptions
 
-	mu        sync.Mutex
-	turns     map[string]*turn // running turn per chat
-	locks     map[string]chan struct{}
-	approvals map[string]*pendingApproval
-	questions map[string]*pendingQuestion
+	mu    sync.Mutex
+	turns map[string]*turn // running turn per chat
+	locks map[string]chan struct{}
+	// pending holds the approvals and questions turns wait for.
+	pending *pendingSet
 	// sessions caches each chat's agent conversation after its first turn;
 	// it is only read and written under the chat's lock.
 	sessions map[string][]llm.Message
@@ -128,13 +128,6 @@ func (m *ChatManager) newTurn(ctx context.Context, chatID string, cancel context
 // turn ended without any; it may be called more than once.
 func (t *turn) outputStarted() { t.left.Do(t.gate.leave) }
 
-type pendingApproval struct {
-	chatID   string
-	headless bool
-	req      protocol.ApprovalRequest
-	answer   chan policy.ApprovalResponse
-}
-
 // NewManager returns a manager; it starts nothing.
 func NewManager(opts ManagerOptions) *ChatManager {
 	if opts.ApprovalTimeout <= 0 {
@@ -150,7 +143,7 @@ func NewManager(opts ManagerOptions) *ChatManager {
 		opts.Tools = func() []agent.Tool { return nil }
 	}
 	return &ChatManager{opts: opts, turns: map[string]*turn{}, locks: map[string]chan struct{}{},
-		approvals: map[string]*pendingApproval{}, questions: map[string]*pendingQuestion{}, sessions: map[string][]llm.Message{},
+		pending: newPendingSet(), sessions: map[string][]llm.Message{},
 		starting: newStartGate(), known: map[string]bool{}}
 }
 
@@ -362,13 +355,9 @@ func (m *ChatManager) journalOf(chatID string) *journal {
 
 // PendingApprovals returns the approvals waiting in chatID.
 func (m *ChatManager) PendingApprovals(chatID string) []protocol.ApprovalRequest {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := []protocol.ApprovalRequest{}
-	for _, p := range m.approvals {
-		if p.chatID == chatID {
-			out = append(out, p.req)
-		}
+	for _, f := range m.pending.frames(chatID, protocol.EntryApproval) {
+		out = append(out, f.(protocol.ApprovalRequest))
 	}
 	return out
 }
@@ -395,14 +384,9 @@ func (m *ChatManager) Respond(r protocol.ApprovalRespond) error {
 	default:
 		return fmt.Errorf("unknown decision %q: use approve, deny or revise", r.Decision)
 	}
-	m.mu.Lock()
-	p := m.approvals[r.ApprovalID]
-	delete(m.approvals, r.ApprovalID)
-	m.mu.Unlock()
-	if p == nil {
+	if !m.pending.answer(r.ApprovalID, protocol.EntryApproval, resp) {
 		return ErrNoApproval
 	}
-	p.answer <- resp
 	return nil
 }
 
@@ -418,23 +402,15 @@ func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) 
 	// The card goes into the transcript even when nobody can see it now: the
 	// observer's Resolved updates it, and the chat keeps a trace of each
 	// call that waited for the user.
-	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args, "status": "pending"})
-	m.journalOf(a.chatID).append(&chats.Entry{ID: req.ID, Kind: "approval", Data: card})
+	m.journalCard(a.chatID, req.ID, protocol.EntryApproval, approvalCard(req, protocol.StatusPending, policy.ApprovalResponse{}))
 	if !a.headless && (m.opts.Clients == nil || m.opts.Clients.Clients() == 0) {
 		return policy.ApprovalResponse{Verdict: policy.VerdictNoChannel}, nil
 	}
-	p := &pendingApproval{chatID: a.chatID, headless: a.headless, answer: make(chan policy.ApprovalResponse, 1),
-		req: protocol.ApprovalRequest{Envelope: protocol.Env(protocol.TypeApprovalRequest, ""), ChatID: a.chatID,
-			ApprovalID: req.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Schema: req.Schema, ExpiresAt: req.ExpiresAt}}
-	m.mu.Lock()
-	m.approvals[req.ID] = p
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.approvals, req.ID)
-		m.mu.Unlock()
-	}()
-	m.broadcast(p.req)
+	frame := protocol.ApprovalRequest{Envelope: protocol.Env(protocol.TypeApprovalRequest, ""), ChatID: a.chatID,
+		ApprovalID: req.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Schema: req.Schema, ExpiresAt: req.ExpiresAt}
+	p := &pendingRequest{id: req.ID, kind: protocol.EntryApproval, chatID: a.chatID, frame: frame, answer: make(chan any, 1)}
+	defer m.pending.add(p)()
+	m.broadcast(frame)
 	m.notify(ctx, push.Event{Kind: push.KindApproval, ChatID: a.chatID, ApprovalID: req.ID, Tool: req.Tool}, false)
 	m.audit(ctx, AuditEvent{Actor: "agent", Type: "approval.request", Risk: "medium", ChatID: a.chatID, Tool: req.Tool, Summary: "approval requested for " + req.Tool, Payload: map[string]any{"args": json.RawMessage(req.Args)}})
 
@@ -456,7 +432,7 @@ func (a *chatApprover) Approve(ctx context.Context, req policy.ApprovalRequest) 
 		}
 		select {
 		case resp := <-p.answer:
-			return resp, nil
+			return resp.(policy.ApprovalResponse), nil
 		case <-ctx.Done():
 			return policy.ApprovalResponse{}, ctx.Err()
 		case <-tick.C:
@@ -486,9 +462,14 @@ func (o *policyObserver) Resolved(ctx context.Context, req policy.ApprovalReques
 	}
 	m.audit(ctx, AuditEvent{Actor: "user", Type: typ, Risk: "medium", ChatID: o.chatID, Tool: req.Tool,
 		Summary: req.Tool + ": " + verdict, Payload: map[string]any{"verdict": verdict, "note": resp.Note, "args": resp.Args}})
-	card, _ := json.Marshal(map[string]any{"approvalId": req.ID, "callId": req.CallID, "tool": req.Tool, "args": req.Args,
-		"status": verdict, "note": resp.Note, "editedArgs": resp.Args})
-	m.journalOf(o.chatID).update(req.ID, card)
+	m.updateCard(o.chatID, req.ID, approvalCard(req, verdict, resp))
 	m.broadcast(protocol.ApprovalResolved{Envelope: protocol.Env(protocol.TypeApprovalResolved, ""), ChatID: o.chatID,
 		ApprovalID: req.ID, Verdict: verdict, Args: resp.Args, Note: resp.Note})
+}
+
+// approvalCard is req's transcript card with its status and, once
+// answered, the user's note and edits.
+func approvalCard(req policy.ApprovalRequest, status string, resp policy.ApprovalResponse) protocol.ApprovalCard {
+	return protocol.ApprovalCard{ApprovalID: req.ID, CallID: req.CallID, Tool: req.Tool, Args: req.Args, Status: status,
+		Note: resp.Note, EditedArgs: resp.Args}
 }

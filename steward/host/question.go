@@ -16,12 +16,6 @@ import (
 // question and waits for the answer.
 const AskUserTool = "ask_user"
 
-type pendingQuestion struct {
-	chatID string
-	frame  protocol.Question
-	answer chan string
-}
-
 // AskUserSpec is the ask_user tool as every chat offers it to the model.
 func AskUserSpec() agent.ToolSpec {
 	return agent.ToolSpec{Name: AskUserTool,
@@ -45,31 +39,39 @@ func (m *ChatManager) askUser(chatID string) agent.Tool {
 			if m.opts.Clients == nil || m.opts.Clients.Clients() == 0 {
 				return agent.ToolResult{Content: "No app is connected, so the user cannot answer now. Continue without the answer or say what you need.", IsError: true}, nil
 			}
-			q := &pendingQuestion{chatID: chatID, answer: make(chan string, 1), frame: protocol.Question{
-				Envelope: protocol.Env(protocol.TypeQuestion, ""), ChatID: chatID, QuestionID: chats.NewID("q"),
-				Text: a.Question, Options: a.Options}}
-			m.mu.Lock()
-			m.questions[q.frame.QuestionID] = q
-			m.mu.Unlock()
-			defer func() {
-				m.mu.Lock()
-				delete(m.questions, q.frame.QuestionID)
-				m.mu.Unlock()
-			}()
-			m.publish(chatID, q.frame)
+			frame := protocol.Question{Envelope: protocol.Env(protocol.TypeQuestion, ""), ChatID: chatID, QuestionID: chats.NewID("q"),
+				Text: a.Question, Options: a.Options}
+			card := protocol.QuestionCard{QuestionID: frame.QuestionID, Text: frame.Text, Options: frame.Options, Status: protocol.StatusPending}
+			m.journalCard(chatID, frame.QuestionID, protocol.EntryQuestion, card)
+			p := &pendingRequest{id: frame.QuestionID, kind: protocol.EntryQuestion, chatID: chatID, frame: frame, answer: make(chan any, 1)}
+			defer m.pending.add(p)()
+			m.publish(chatID, frame)
 			wctx, cancel := context.WithTimeout(ctx, m.opts.ApprovalTimeout)
 			defer cancel()
 			select {
-			case ans := <-q.answer:
-				return agent.ToolResult{Content: "The user answered: " + ans}, nil
+			case ans := <-p.answer:
+				card.Status, card.Answer = protocol.StatusAnswered, ans.(string)
+				m.updateCard(chatID, frame.QuestionID, card)
+				return agent.ToolResult{Content: "The user answered: " + card.Answer}, nil
 			case <-wctx.Done():
 				if ctx.Err() != nil {
 					return agent.ToolResult{}, ctx.Err()
 				}
+				card.Status = protocol.StatusTimeout
+				m.updateCard(chatID, frame.QuestionID, card)
 				return agent.ToolResult{Content: "The user did not answer in time.", IsError: true}, nil
 			}
 		},
 	}
+}
+
+// PendingQuestions returns the questions waiting in chatID.
+func (m *ChatManager) PendingQuestions(chatID string) []protocol.Question {
+	var out []protocol.Question
+	for _, f := range m.pending.frames(chatID, protocol.EntryQuestion) {
+		out = append(out, f.(protocol.Question))
+	}
+	return out
 }
 
 // ErrNoQuestion reports a question that is not pending.
@@ -80,13 +82,8 @@ func (m *ChatManager) Answer(a protocol.QuestionAnswer) error {
 	if strings.TrimSpace(a.Answer) == "" {
 		return fmt.Errorf("an empty answer")
 	}
-	m.mu.Lock()
-	q := m.questions[a.QuestionID]
-	delete(m.questions, a.QuestionID)
-	m.mu.Unlock()
-	if q == nil {
+	if !m.pending.answer(a.QuestionID, protocol.EntryQuestion, a.Answer) {
 		return ErrNoQuestion
 	}
-	q.answer <- a.Answer
 	return nil
 }

@@ -57,7 +57,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 			MessageID: chats.NewID("asst"), Text: e.Message.Content}
 		m.publish(r.chatID, msg)
 		data, _ := json.Marshal(msg)
-		r.j.append(&chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data})
+		r.j.append(&chats.Entry{ID: msg.MessageID, Kind: protocol.EntryAssistant, Data: data})
 		r.lastMessageID = msg.MessageID
 		m.audit(r.ctx, AuditEvent{Actor: "assistant", Type: "chat.message", Risk: "low", ChatID: r.chatID, Summary: "assistant message",
 			Payload: map[string]any{"content": e.Message.Content}})
@@ -65,7 +65,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 		cs := &cardState{entryID: chats.NewID("tool"), card: protocol.ToolCard{CallID: e.CallID, Name: e.Name, Args: e.Args, Status: "running"}}
 		r.cards[e.CallID] = cs
 		data, _ := json.Marshal(cs.card)
-		r.j.append(&chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
+		r.j.append(&chats.Entry{ID: cs.entryID, Kind: protocol.EntryTool, Data: data})
 		m.publish(r.chatID, protocol.ToolEvent{Envelope: r.env(protocol.TypeToolStart), ChatID: r.chatID, TurnID: r.turnID, ToolCard: cs.card})
 	case agent.ToolResultEvent:
 		cs := r.card(e.CallID, e.Name)
@@ -89,7 +89,7 @@ func (r *turnRecorder) on(ev agent.Event) {
 		f := protocol.Summarised{Envelope: r.env(protocol.TypeSummarised), ChatID: r.chatID, TurnID: r.turnID,
 			EntryID: chats.NewID("summary"), Summary: e.Summary, Covered: e.Covered, Remaining: e.Messages}
 		data, _ := json.Marshal(f)
-		r.j.append(&chats.Entry{ID: f.EntryID, Kind: "summary", Data: data})
+		r.j.append(&chats.Entry{ID: f.EntryID, Kind: protocol.EntrySummary, Data: data})
 		m.publish(r.chatID, f)
 		m.audit(r.ctx, AuditEvent{Actor: "host", Type: "chat.summarised", Risk: "low", ChatID: r.chatID,
 			Summary: fmt.Sprintf("%d earlier messages summarised", e.Covered), Payload: map[string]any{"covered": e.Covered, "summary": e.Summary}})
@@ -108,7 +108,7 @@ func (r *turnRecorder) card(callID, name string) *cardState {
 	cs := &cardState{entryID: chats.NewID("tool"), card: protocol.ToolCard{CallID: callID, Name: name}}
 	r.cards[callID] = cs
 	data, _ := json.Marshal(cs.card)
-	r.j.append(&chats.Entry{ID: cs.entryID, Kind: "tool", Data: data})
+	r.j.append(&chats.Entry{ID: cs.entryID, Kind: protocol.EntryTool, Data: data})
 	return cs
 }
 

@@ -3,17 +3,13 @@ package host
 import (
 	"context"
 	"net/http"
+
+	"github.com/agentstack/agentstack/steward/protocol"
 )
 
 // pendingApprovalChat returns the chat of a pending approval.
 func (m *ChatManager) pendingApprovalChat(id string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p, ok := m.approvals[id]
-	if !ok {
-		return "", false
-	}
-	return p.chatID, true
+	return m.pending.chatOf(id, protocol.EntryApproval)
 }
 
 // handleResolve serves GET /resolve?chat=ID[&approval=ID] or ?action=ID:

@@ -72,9 +72,7 @@ func (m *ChatManager) runTurnLocked(ctx context.Context, chatID string, spec tur
 	if !out.result.OK {
 		m.cacheSession(chatID, nil) // reload from disk next time: the cache may be ahead of it
 	}
-	if spec.watch == nil {
-		m.turnFailed(ctx, chatID, &out.result)
-	}
+	m.turnFailed(ctx, chatID, spec.watch, &out.result)
 	if spec.beforeDone != nil {
 		spec.beforeDone(out)
 	}
@@ -137,13 +135,24 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 	})
 
 	if spec.watch != nil {
+		var err error
 		switch {
 		case runErr != nil:
-			return turnOutcome{err: fmt.Errorf("watch turn: %w", runErr), result: protocol.TurnResult{Error: "watch turn: " + runErr.Error()}}
+			err = fmt.Errorf("watch turn: %w", runErr)
 		case res.Reason == agent.StopStepLimit:
-			return failed(fmt.Errorf("watch turn stopped after %d model steps without a notification", res.Steps))
+			err = fmt.Errorf("watch turn stopped after %d model steps without a notification", res.Steps)
 		case strings.TrimSpace(res.Text) == "":
-			return failed(errors.New("watch turn ended without a notification text"))
+			err = errors.New("watch turn ended without a notification text")
+		}
+		if err != nil {
+			// The chat shows the failure as a chat turn's, with the
+			// watch's cause and fix; the session stays as it was.
+			out := protocol.TurnResult{Error: err.Error(), Aborted: errors.Is(runErr, context.Canceled)}
+			if !out.Aborted {
+				out.Cause, out.Fix = explainWatchTurnError(out.Error)
+			}
+			journalError(j, out)
+			return turnOutcome{err: err, result: out}
 		}
 		// Only a completed turn enters the session, so a failed attempt
 		// leaves no dangling automatic prompt behind for the retry.
@@ -165,10 +174,15 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 		if !out.Aborted {
 			out.Cause, out.Fix = explainTurnError(out.Error)
 		}
-		data, _ := json.Marshal(map[string]any{"error": out.Error, "aborted": out.Aborted, "cause": out.Cause, "fix": out.Fix})
-		j.append(&chats.Entry{Kind: "error", Data: data})
+		journalError(j, out)
 	}
 	return turnOutcome{result: out}
+}
+
+// journalError keeps a failed turn's error card in the transcript.
+func journalError(j *journal, r protocol.TurnResult) {
+	data, _ := json.Marshal(protocol.TurnError{Error: r.Error, Aborted: r.Aborted, Cause: r.Cause, Fix: r.Fix})
+	j.append(&chats.Entry{Kind: protocol.EntryError, Data: data})
 }
 
 func failed(err error) turnOutcome {
@@ -182,10 +196,10 @@ func (m *ChatManager) userInput(ctx context.Context, chatID string, j *journal, 
 		MessageID: chats.NewID("user"), Text: spec.text, Files: spec.files}
 	data, _ := json.Marshal(userMsg)
 	if spec.control {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "control", Data: data})
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: protocol.EntryControl, Data: data})
 		m.audit(ctx, AuditEvent{Actor: "host", Type: "chat.control", Risk: "low", ChatID: chatID, Summary: "host control turn", Payload: map[string]any{"content": spec.text}})
 	} else {
-		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: "user", Data: data})
+		j.append(&chats.Entry{ID: userMsg.MessageID, Kind: protocol.EntryUser, Data: data})
 		m.publish(chatID, userMsg)
 		m.audit(ctx, AuditEvent{Actor: "user", Type: "chat.message", Risk: "low", ChatID: chatID, Summary: "user message", Payload: map[string]any{"content": spec.text}})
 	}
@@ -229,7 +243,7 @@ func (m *ChatManager) postFallback(ctx context.Context, chatID string, t *turn, 
 	msg := protocol.AssistantMessage{Envelope: protocol.Env(protocol.TypeAssistantMessage, ""), ChatID: chatID, TurnID: t.id,
 		MessageID: chats.NewID("asst"), Text: text}
 	data, _ := json.Marshal(msg)
-	j.append(&chats.Entry{ID: msg.MessageID, Kind: "assistant", Data: data})
+	j.append(&chats.Entry{ID: msg.MessageID, Kind: protocol.EntryAssistant, Data: data})
 	asst := llm.Message{Role: "assistant", Content: text}
 	j.session(asst)
 	m.cacheSession(chatID, append(history[:len(history):len(history)], asst))

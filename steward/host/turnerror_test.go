@@ -1,6 +1,9 @@
 package host
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestExplainTurnError(t *testing.T) {
 	for _, tc := range []struct{ raw, cause string }{
@@ -19,5 +22,26 @@ func TestExplainTurnError(t *testing.T) {
 		if cause != tc.cause || fix == "" {
 			t.Errorf("explainTurnError(%q) = %q, %q; want cause %q and a fix", tc.raw, cause, fix, tc.cause)
 		}
+	}
+}
+
+// TestExplainWatchTurnError: nobody sent a message in a watch turn, so no
+// fix asks to send one again; each says the watch retries on its own.
+func TestExplainWatchTurnError(t *testing.T) {
+	raws := []string{"something odd", "watch turn ended without a notification text", "watch turn stopped after 12 model steps without a notification"}
+	for _, r := range turnErrorRules {
+		raws = append(raws, "watch turn: "+r.match[0])
+	}
+	for _, raw := range raws {
+		cause, fix := explainWatchTurnError(raw)
+		if !strings.HasPrefix(cause, "A watch could not write its notification. ") || strings.Contains(cause, "failed unexpectedly") != (raw == "something odd") {
+			t.Errorf("explainWatchTurnError(%q) cause = %q", raw, cause)
+		}
+		if strings.Contains(strings.ToLower(fix), "send the message") || strings.Contains(fix, "Ask again") || !strings.HasSuffix(fix, "posts the event's plain notification instead.") {
+			t.Errorf("explainWatchTurnError(%q) fix = %q", raw, fix)
+		}
+	}
+	if cause, _ := explainWatchTurnError("watch turn ended without a notification text"); !strings.HasSuffix(cause, "without writing a notification.") {
+		t.Errorf("no-text cause = %q", cause)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/chats"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -40,6 +41,7 @@ type watchEnv struct {
 	t        *testing.T
 	provider *llmtest.Server
 	store    *chats.Store
+	audit    *audit.Ledger
 	manager  *host.ChatManager
 	engine   *watch.Engine
 	clock    *watchClock
@@ -56,6 +58,10 @@ func newWatchEnv(t *testing.T, rules policy.Rules) *watchEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.store.Close() })
+	if w.audit, err = audit.Open(ctx, filepath.Join(dir, "audit.db"), audit.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.audit.Close() })
 	pol, err := policy.New(policy.Options{User: rules, Connectors: []string{"mail"}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +71,7 @@ func newWatchEnv(t *testing.T, rules policy.Rules) *watchEnv {
 	source := func() []agent.Tool { return append(append([]agent.Tool{}, connectorTools...), hostTools...) }
 	caps, _ := watch.NewRegistry(watch.Capability{Tool: "test__send", Allowed: []string{"to"}, Required: []string{"to"}, ConstraintsRequired: true})
 	w.manager = host.NewManager(host.ManagerOptions{Store: w.store, Model: llm.NewClient(llm.ClientOptions{BaseURL: w.provider.URL}),
-		ModelName: "tier-5", SystemPrompt: "test prompt", Tools: source, Policy: pol})
+		ModelName: "tier-5", SystemPrompt: "test prompt", Tools: source, Policy: pol, Audit: host.LedgerAuditor(w.audit)})
 	w.engine, err = watch.Open(ctx, watch.Options{Path: filepath.Join(dir, "watches.db"), Deliverer: w.manager, Clock: w.clock,
 		Capabilities: caps, Tools: source, ReadOnly: func(n string) bool { return pol.Decide(n) == policy.Allow },
 		Adapters: []watch.Adapter{timewatch.New(timewatch.Options{Now: w.clock.Now, Location: time.UTC})}})
@@ -246,5 +252,86 @@ func TestWatchTurnBusyDeletedFallbackAndFailure(t *testing.T) {
 	tr, _ = w.store.Transcript(ctx, monitor)
 	if len(tr) != 2 || tr[1].Kind != "assistant" || !strings.Contains(string(tr[1].Data), "partito (1)") {
 		t.Errorf("monitor transcript %+v", tr)
+	}
+}
+
+// TestFailedWatchTurnShowsCauseAndFix: a watch turn the provider refuses
+// leaves the same error card in the chat as a failed chat turn (plain cause,
+// the fix, the provider's error as details), saying what the watch does
+// next, and an Audit row chat.turn_failed naming the watch; the session is
+// untouched, and after the second failure the fallback is posted.
+func TestFailedWatchTurnShowsCauseAndFix(t *testing.T) {
+	w := newWatchEnv(t, policy.Rules{})
+	ctx := context.Background()
+	chat, _ := w.store.Create(ctx, "Promemoria", "user")
+	wt, err := w.engine.Create(ctx, watch.CreateRequest{Source: "time", ResourceRef: w.clock.Now().Add(10 * time.Minute).Format(time.RFC3339),
+		Instruction: "remind me to leave", ChatID: chat.ID, Rules: []watch.Rule{{ID: "at", Event: "time.reached"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionBefore, _ := w.store.Session(ctx, chat.ID)
+	w.provider.Enqueue("", llmtest.Reply{Status: 401, ErrorMessage: "Incorrect API key provided: sk-te****"})
+	w.clock.Advance(11 * time.Minute)
+	if c, err := w.engine.RunOnce(ctx); err != nil || c.Delivered != 0 || c.Queued != 1 {
+		t.Fatalf("first pass %+v %v: want the event queued and not delivered", c, err)
+	}
+	tr, _ := w.store.Transcript(ctx, chat.ID)
+	if len(tr) != 1 || tr[0].Kind != "error" {
+		t.Fatalf("transcript %+v: want one error entry", tr)
+	}
+	var card struct {
+		Error, Cause, Fix string
+		Aborted           bool
+	}
+	if err := json.Unmarshal(tr[0].Data, &card); err != nil {
+		t.Fatal(err)
+	}
+	if card.Cause != "A watch could not write its notification. The model provider refused the API key." || card.Aborted {
+		t.Errorf("cause %q", card.Cause)
+	}
+	for _, want := range []string{"open the set-up screen (#/setup) or run 'steward setup'", "tries again at its next check", "after 2 failed attempts"} {
+		if !strings.Contains(card.Fix, want) {
+			t.Errorf("fix %q lacks %q", card.Fix, want)
+		}
+	}
+	if !strings.Contains(card.Error, "Incorrect API key provided") {
+		t.Errorf("details %q: want the provider's error", card.Error)
+	}
+	if s, _ := w.store.Session(ctx, chat.ID); len(s) != len(sessionBefore) {
+		t.Errorf("session grew from %d to %d messages after a failed watch turn", len(sessionBefore), len(s))
+	}
+	if err := w.audit.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := w.audit.Query(ctx, audit.Filter{Type: "chat.turn_failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || page.Events[0].ChatID != chat.ID || page.Events[0].Summary != card.Cause {
+		t.Fatalf("audit %+v: want one chat.turn_failed with the cause", page.Events)
+	}
+	var payload struct{ WatchID, EventID, Error string }
+	raw, _ := json.Marshal(page.Events[0].Payload)
+	json.Unmarshal(raw, &payload)
+	if payload.WatchID != wt.ID || payload.EventID == "" || !strings.Contains(payload.Error, "401") {
+		t.Errorf("audit payload %+v: want the watch, its event and the error", payload)
+	}
+
+	// A second failure, then the fallback: the chat ends with the plain
+	// notification after two cards.
+	w.provider.Enqueue("", llmtest.Reply{Status: 401, ErrorMessage: "Incorrect API key provided: sk-te****"})
+	w.clock.Advance(time.Minute)
+	w.engine.RunOnce(ctx)
+	w.clock.Advance(time.Minute)
+	if c, err := w.engine.RunOnce(ctx); err != nil || c.Delivered != 1 {
+		t.Fatalf("fallback pass %+v %v", c, err)
+	}
+	tr, _ = w.store.Transcript(ctx, chat.ID)
+	var kinds []string
+	for _, e := range tr {
+		kinds = append(kinds, e.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "error,error,assistant" {
+		t.Errorf("transcript kinds %s, want error,error,assistant", got)
 	}
 }

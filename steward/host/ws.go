@@ -368,7 +368,7 @@ func (h *Host) dispatch(ctx context.Context, c *wsClient, data []byte) {
 		}
 		store.SetUnread(ctx, f.ChatID, false)
 		out := protocol.Transcript{Envelope: protocol.Env(protocol.TypeTranscript, env.ID), ChatID: f.ChatID,
-			Pending: h.manager.PendingApprovals(f.ChatID), Running: h.manager.Running(f.ChatID)}
+			Pending: h.manager.PendingApprovals(f.ChatID), Questions: h.manager.PendingQuestions(f.ChatID), Running: h.manager.Running(f.ChatID)}
 		for _, e := range entries {
 			out.Entries = append(out.Entries, protocol.Entry{ID: e.ID, Kind: e.Kind, At: e.At, Data: e.Data})
 		}

@@ -51,6 +51,21 @@ func TestDocExamples(t *testing.T) {
 			t.Errorf("example %s does not decode strictly: %v", name, err)
 			continue
 		}
+		if tr, ok := v.(*protocol.Transcript); ok {
+			// Each entry's data is strictly its kind's type.
+			for _, e := range tr.Entries {
+				data, ok := protocol.NewEntryData(e.Kind)
+				if !ok {
+					t.Errorf("example chat.transcript: entry kind %q has no Go type", e.Kind)
+					continue
+				}
+				dec := json.NewDecoder(bytes.NewReader(e.Data))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(data); err != nil {
+					t.Errorf("example chat.transcript: %s entry does not decode strictly: %v", e.Kind, err)
+				}
+			}
+		}
 		var env protocol.Envelope
 		json.Unmarshal(example, &env)
 		if env.V != protocol.Version || env.Type != name {

@@ -177,7 +177,9 @@ type ChatDeleted struct {
 }
 
 // Entry is one transcript item; Data is the frame that created it (a
-// user.message.saved, assistant.message, tool card or approval card).
+// user.message.saved, assistant.message, tool card, approval or question
+// card, turn error or summary: the Entry* kinds name its Go type, and
+// DecodeEntry decodes it).
 type Entry struct {
 	ID   string          `json:"id"`
 	Kind string          `json:"kind"` // user, assistant, tool, approval, error, summary
@@ -191,7 +193,10 @@ type Transcript struct {
 	ChatID  string            `json:"chatId"`
 	Entries []Entry           `json:"entries"`
 	Pending []ApprovalRequest `json:"pendingApprovals"`
-	Running bool              `json:"running"` // a turn is in progress
+	// Questions are the chat's ask_user questions still waiting for an
+	// answer (answer them with question.answer).
+	Questions []Question `json:"pendingQuestions,omitempty"`
+	Running   bool       `json:"running"` // a turn is in progress
 }
 
 // UserMessageSaved echoes a stored user message.

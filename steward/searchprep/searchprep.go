@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/search"
 )
 
 // Method is the private request each index-backed connector answers.
@@ -240,8 +241,8 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 			remote = append(remote, e.Setting)
 			continue
 		}
-		client := llm.NewClient(llm.ClientOptions{BaseURL: e.BaseURL, APIKey: e.APIKey, HTTPClient: q.opts.HTTPClient})
-		emb := &llm.Embedder{Client: client, Model: e.Model, Attribution: llm.Attribution{Service: "host", Action: "startup-embedding"}}
+		emb := search.NewEmbedder(search.EmbedderOptions{BaseURL: e.BaseURL, APIKey: e.APIKey, Model: e.Model, HTTPClient: q.opts.HTTPClient,
+			Attribution: llm.Attribution{Service: "host", Action: "startup-embedding"}})
 		if _, err := emb.Embed(ctx, []string{StartupText}); err != nil {
 			errs = append(errs, fmt.Errorf("%s (%s, model %s): %w", e.Setting, e.BaseURL, e.Model, err))
 			continue

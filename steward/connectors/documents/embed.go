@@ -2,7 +2,6 @@ package documents
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -65,12 +64,8 @@ func embedderFromConfig(cfg *config.Config) (Embedder, string, error) {
 	if err := cfg.Err(); err != nil {
 		return nil, "", err
 	}
-	var e Embedder = &llm.Embedder{
-		Client:      llm.NewClient(llm.ClientOptions{BaseURL: endpoint, APIKey: key, HTTPClient: &http.Client{Timeout: embedTimeout}}),
-		Model:       model,
-		Attribution: llm.Attribution{Service: UsageService, Action: UsageAction},
-		Partial:     true,
-	}
+	var e Embedder = search.NewEmbedder(search.EmbedderOptions{BaseURL: endpoint, APIKey: key, Model: model,
+		Attribution: llm.Attribution{Service: UsageService, Action: UsageAction}, Timeout: embedTimeout, Partial: true})
 	if dim > 0 {
 		e = fixedDim{Embedder: e, Dim: dim}
 	}

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/search"
 	"github.com/agentstack/agentstack/steward/config"
 )
 
@@ -99,12 +99,8 @@ func (s *Settings) Embedder(service, action string) Embedder {
 	if model == "" {
 		model = DefaultEmbedModel
 	}
-	return endpointEmbedder{&llm.Embedder{
-		Client:      llm.NewClient(llm.ClientOptions{BaseURL: s.EmbedEndpoint, APIKey: s.APIKey, HTTPClient: &http.Client{Timeout: embedTimeout}}),
-		Model:       model,
-		Attribution: llm.Attribution{Service: service, Action: action},
-		Partial:     true,
-	}}
+	return endpointEmbedder{search.NewEmbedder(search.EmbedderOptions{BaseURL: s.EmbedEndpoint, APIKey: s.APIKey, Model: model,
+		Attribution: llm.Attribution{Service: service, Action: action}, Timeout: embedTimeout, Partial: true})}
 }
 
 // UserHome returns the user's home directory, or "".

@@ -322,8 +322,8 @@ export function questionCard(q, answer) {
   return el;
 }
 
-export function answeredQuestion(el, text) {
+export function answeredQuestion(el, text, prefix = 'Answered: ') {
   if (!el) return;
   el.querySelectorAll('button, input').forEach((b) => { b.disabled = true; });
-  el.append(h('p', { class: 'outcome' }, 'Answered: ', text));
+  el.append(h('p', { class: 'outcome' }, prefix, text));
 }

@@ -10,7 +10,7 @@ import {
 } from './cards.js';
 
 const STORED = new Set(['user.message.saved', 'assistant.message', 'tool.start', 'tool.result', 'tool.error',
-  'approval.request', 'approval.resolved', 'turn.done', 'conversation.summarised']);
+  'approval.request', 'approval.resolved', 'question', 'turn.done', 'conversation.summarised']);
 
 export class ChatView {
   // app gives conn, chats (Map), pending (Map approvalId → request), toast().
@@ -26,6 +26,7 @@ export class ChatView {
     this.chips = [];
     this.renderQueued = false;
     this.stored = 0; // live frames of kinds the transcript stores (see App.openChat)
+    this.liveQuestions = new Set(); // questionIds the host still waits for
     this.build();
   }
 
@@ -132,6 +133,7 @@ export class ChatView {
     this.stream = null;
     this.entries = t.entries || [];
     const pending = new Map((t.pendingApprovals || []).map((p) => [p.approvalId, p]));
+    this.liveQuestions = new Set((t.pendingQuestions || []).map((q) => q.questionId));
     for (const p of pending.values()) this.app.pending.set(p.approvalId, p);
     for (const e of this.entries) this.renderEntry(e, pending);
     // Pending approvals whose entry is missing (should not happen) still get a card.
@@ -166,11 +168,28 @@ export class ChatView {
         if (tool?.effectiveArgs) showEffective(el, tool.effectiveArgs);
         break;
       }
+      case 'question': {
+        // Answerable only while the host still waits for it.
+        const el = this.questionEl(d);
+        if (d.status === 'answered') answeredQuestion(el, d.answer || '');
+        else if (!this.liveQuestions.has(d.questionId)) answeredQuestion(el, d.status === 'timeout' ? 'no answer in time' : 'no longer waiting', '');
+        this.log.append(el);
+        break;
+      }
       case 'error': this.log.append(this.errorLine(d)); break;
       case 'control': this.log.append(h('div', { class: 'control-note', role: 'note' }, 'Steward started this call on its own; the words below are the conversation.')); break;
       case 'summary': this.log.append(this.summaryEntry(d)); break;
       default: break;
     }
+  }
+
+  // questionEl is an ask_user question's card; an answer goes to the host.
+  questionEl(q) {
+    return questionCard(q, (answer) => {
+      if (this.app.conn.send({ type: 'question.answer', questionId: q.questionId, answer })) {
+        answeredQuestion(this.log.querySelector(`[data-question-id="${CSS.escape(q.questionId)}"]`), answer);
+      }
+    });
   }
 
   approvalForCall(callId) {
@@ -290,12 +309,10 @@ export class ChatView {
         break;
       }
       case 'question':
-        this.log.append(questionCard(f, (answer) => {
-          if (this.app.conn.send({ type: 'question.answer', questionId: f.questionId, answer })) {
-            answeredQuestion(this.log.querySelector(`[data-question-id="${CSS.escape(f.questionId)}"]`), answer);
-          }
-        }));
-        this.scroll(true);
+        if (!this.log.querySelector(`[data-question-id="${CSS.escape(f.questionId)}"]`)) {
+          this.log.append(this.questionEl(f));
+          this.scroll(true);
+        }
         break;
       case 'turn.done':
         if (this.stream) {
