@@ -56,7 +56,11 @@ func TestMCPWiki(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	pol, _ := policy.New(policy.Options{Connectors: mcpNames()})
+	hints := policy.StaticHints{} // what the bridge reads from the listing
+	for _, tool := range tools.Tools {
+		hints[mcpbridge.ToolName("wiki", tool.Name)] = tool.Annotations != nil && tool.Annotations.ReadOnlyHint
+	}
+	pol, _ := policy.New(policy.Options{Connectors: mcpNames(), Hints: hints})
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		readOnly := tool.Annotations != nil && tool.Annotations.ReadOnlyHint

@@ -66,6 +66,17 @@ func (h *harness) connectorCards() map[string]any {
 	}
 }
 
+// readOnlyHints are the readOnlyHint annotations of the connectors' reads
+// that the harness serves (the card tools and the mail search), as the
+// connectors' MCP servers declare them.
+func (h *harness) readOnlyHints() policy.StaticHints {
+	hints := policy.StaticHints{"mcp__mail__search_mail": true}
+	for name := range h.connectorCards() {
+		hints[name] = true
+	}
+	return hints
+}
+
 // cardTools serves connectorCards as tools.
 func (h *harness) cardTools() []agent.Tool {
 	var out []agent.Tool

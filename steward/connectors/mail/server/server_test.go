@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,5 +296,24 @@ func TestUnavailableServerExplains(t *testing.T) {
 	}
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "mail.yaml") {
 		t.Errorf("result %+v", res)
+	}
+
+	// It lists the configured server's tools with the same annotations
+	// (the host's policy allows the reads by their readOnlyHint).
+	annotations := func(s *mcp.ClientSession) map[string]string {
+		list, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, tool := range list.Tools {
+			a, _ := json.Marshal(tool.Annotations)
+			out[tool.Name] = string(a)
+		}
+		return out
+	}
+	got, want := annotations(cs), annotations(setup(t).session)
+	if fmt.Sprint(got) != fmt.Sprint(want) || !strings.Contains(got["search_mail"], `"readOnlyHint":true`) {
+		t.Errorf("unavailable server's tools %v, want %v", got, want)
 	}
 }
