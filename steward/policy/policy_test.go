@@ -87,7 +87,7 @@ func readOnly(tools ...string) policy.StaticHints {
 func TestReadOnlyHintsFeedDefaults(t *testing.T) {
 	hints := policy.StaticHints{
 		"mcp__mail__search_mail": true, "mcp__mail__send_email": false, "mcp__mail__read_thread": true,
-		"mcp__notes__read_note": true, // a user's server claiming a read
+		"mcp__notes__read_note":  true,                                // a user's server claiming a read
 		"mcp__wiki__wiki_rescan": true, "mcp__shell__run_write": true, // built-in gates, whatever the claim
 		"mcp__calendar__search_events": true,
 	}
