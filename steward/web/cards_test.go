@@ -21,6 +21,7 @@ import (
 	mailsearch "github.com/agentstack/agentstack/steward/connectors/mail/search"
 	"github.com/agentstack/agentstack/steward/connectors/shell"
 	"github.com/agentstack/agentstack/steward/connectors/trains"
+	"github.com/agentstack/agentstack/steward/policy"
 )
 
 // eventStart is the start of the event cards, in the event's own zone.
