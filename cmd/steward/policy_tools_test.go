@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/protocol"
 )
@@ -56,27 +58,15 @@ func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 		if err != nil {
 			t.Fatalf("connector %s: %v", name, err)
 		}
-		st, ct := mcp.NewInMemoryTransports()
-		ss, err := server.Connect(ctx, st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := mcptooltest.Connect(t, server)
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
 			t.Fatalf("list tools of %s: %v", name, err)
 		}
 		for _, tool := range res.Tools {
 			tools[mcpbridge.ToolName(name, tool.Name)] = true
-			if hidden, _ := tool.Meta[mcpbridge.MetaHidden].(bool); !hidden { // the bridge never lists these
-				hints[mcpbridge.ToolName(name, tool.Name)] = tool.Annotations != nil && tool.Annotations.ReadOnlyHint
-			}
 		}
-		cs.Close()
-		ss.Close()
+		maps.Copy(hints, mcptooltest.ReadOnlyHints(t, cs, name))
 	}
 	pol, err := policy.New(policy.Options{Connectors: mcpNames(), Hints: hints})
 	if err != nil {

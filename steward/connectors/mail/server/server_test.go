@@ -16,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mail/internal/archive"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 type recordingOpener struct{ urls []string }
@@ -278,18 +279,7 @@ func TestPrepareSearchMethod(t *testing.T) {
 
 func TestUnavailableServerExplains(t *testing.T) {
 	ctx := context.Background()
-	srv := NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test")
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := mcptooltest.Connect(t, NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test"))
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_mail", Arguments: map[string]any{"query": "x"}})
 	if err != nil {
 		t.Fatal(err)
