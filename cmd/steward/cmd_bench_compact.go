@@ -84,17 +84,7 @@ summary calls per compaction (the target is at most one) and what a compaction a
 	}
 	const chunks, gap = 40, 2 * time.Millisecond
 	load, _ := os.ReadFile("/proc/loadavg")
-	dir, err := os.MkdirTemp("", "steward-bench-compact-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
-	if err != nil {
-		return err
-	}
-	defer up.Close()
-	bh, err := startBenchHost(ctx, dir, upURL, func() int { return *window })
+	bh, sizes, err := startBenchHost(ctx, "compact", chunks, gap, func() int { return *window })
 	if err != nil {
 		return err
 	}

@@ -106,19 +106,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		return fmt.Errorf("--rounds must be at least 1")
 	}
 	load, _ := os.ReadFile("/proc/loadavg") // Linux only; the machine is shared, so say how busy it was
-	dir, err := os.MkdirTemp("", "steward-bench-host-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
-	// A streaming upstream: chunks tokens spaced by gap.
-	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
-	if err != nil {
-		return err
-	}
-	defer up.Close()
-	bh, err := startBenchHost(ctx, dir, upURL, nil)
+	bh, sizes, err := startBenchHost(ctx, "host", chunks, gap, nil)
 	if err != nil {
 		return err
 	}
@@ -240,43 +228,55 @@ func (b *benchHost) close() {
 	}
 }
 
-// startBenchHost starts a benchHost in dir against upURL. window, when
-// set, is the chats' context window in tokens (as context_window declares).
-func startBenchHost(ctx context.Context, dir, upURL string, window func() int) (_ *benchHost, err error) {
+// startBenchHost starts a benchHost in a temporary directory against a
+// streaming upstream (startStreamingUpstream: chunks tokens spaced by gap),
+// whose request sizes it returns. window, when set, is the chats' context
+// window in tokens (as context_window declares).
+func startBenchHost(ctx context.Context, suite string, chunks int, gap time.Duration, window func() int) (_ *benchHost, _ *requestSizes, err error) {
 	b := &benchHost{token: "bench-token-0123456789abcdef"}
 	defer func() {
 		if err != nil {
 			b.close()
 		}
 	}()
+	dir, err := os.MkdirTemp("", "steward-bench-"+suite+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { os.RemoveAll(dir) })
+	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { up.Close() })
 	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: path-h } ]\n  tier-4: [ { provider: up, model: path-d } ]\n", upURL)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ledger, err := usage.Open(ctx, filepath.Join(dir, "usage.db"), usage.Options{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.closers = append(b.closers, func() { ledger.Close() })
 	gw, err := gateway.New(gateway.Options{Config: gcfg, Ledger: ledger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gwURL, stopGW, err := serveOnLoopback(gw.Handler())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.gwURL = gwURL
 	b.closers = append(b.closers, stopGW)
 	store, err := chats.Open(ctx, filepath.Join(dir, "chats.db"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.closers = append(b.closers, func() { store.Close() })
 	// The audit ledger as steward serve attaches it: every turn audits the
 	// user's and the assistant's messages.
 	if b.audit, err = audit.Open(ctx, filepath.Join(dir, "audit.db"), audit.Options{}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.closers = append(b.closers, func() { b.audit.Close() })
 	pol, _ := policy.New(policy.Options{})
@@ -288,11 +288,11 @@ func startBenchHost(ctx context.Context, dir, upURL string, window func() int) (
 	b.closers = append(b.closers, h.Close)
 	hostURL, stopHost, err := serveOnLoopback(h.Handler())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.hostURL = hostURL
 	b.closers = append(b.closers, stopHost)
-	return b, nil
+	return b, sizes, nil
 }
 
 func serveOnLoopback(h http.Handler) (string, func(), error) {

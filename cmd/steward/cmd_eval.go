@@ -16,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/mcpbridge"
 	"github.com/agentstack/agentstack/steward/chats"
+	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/eval"
 	"github.com/agentstack/agentstack/steward/host"
 )
@@ -77,16 +78,8 @@ lists it under missingTools.`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := env.Config()
+	cfg, sc, art, err := evalSetup(env, *out)
 	if err != nil {
-		return err
-	}
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		return err
-	}
-	art := eval.Artifacts{Dir: *out, DataHome: sc.home}
-	if err := art.Check(); err != nil {
 		return err
 	}
 	if *chatsPath == "" {
@@ -154,6 +147,20 @@ lists it under missingTools.`)
 	return nil
 }
 
+// evalSetup reads the configuration and checks the output directory.
+func evalSetup(env *cliEnv, out string) (*config.Config, *serveConfig, eval.Artifacts, error) {
+	cfg, err := env.Config()
+	if err != nil {
+		return nil, nil, eval.Artifacts{}, err
+	}
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		return nil, nil, eval.Artifacts{}, err
+	}
+	art := eval.Artifacts{Dir: out, DataHome: sc.home}
+	return cfg, sc, art, art.Check()
+}
+
 func specs(tools []agent.Tool) []agent.ToolSpec {
 	out := make([]agent.ToolSpec, 0, len(tools))
 	for _, t := range tools {
@@ -185,16 +192,8 @@ its key is read from the environment variable named by --api-key-env, never from
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be 0 or more", errUsage)
 	}
-	cfg, err := env.Config()
+	cfg, _, art, err := evalSetup(env, *out)
 	if err != nil {
-		return err
-	}
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		return err
-	}
-	art := eval.Artifacts{Dir: *out, DataHome: sc.home}
-	if err := art.Check(); err != nil {
 		return err
 	}
 	cat, err := eval.ReadCatalog(filepath.Join(*out, eval.CatalogFile))
