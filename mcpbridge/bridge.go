@@ -322,6 +322,27 @@ func (b *Bridge) Tools() []agent.Tool {
 	return out
 }
 
+// ReadOnlyHint reports whether the tool named tool (as Tools names it) is
+// listed by a ready server and whether that server annotated it
+// readOnlyHint. The annotation is the server's claim: whether to believe it
+// is the caller's decision (Steward's policy believes only its own
+// connectors).
+func (b *Bridge) ReadOnlyHint(tool string) (readOnly, listed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.servers {
+		if s.state != StateReady {
+			continue
+		}
+		for _, t := range s.tools {
+			if t.spec.Name == tool {
+				return t.readOnly, true
+			}
+		}
+	}
+	return false, false
+}
+
 // Status reports every configured server, in configuration order.
 func (b *Bridge) Status() []ServerStatus {
 	b.mu.Lock()
@@ -806,7 +827,7 @@ func (s *server) listTools(ctx context.Context, sess *mcp.ClientSession) ([]*bri
 		}
 		preflight, _ := t.Meta[MetaPreflight].(string)
 		out = append(out, &bridgeTool{
-			s: s, remote: t.Name, preflight: preflight,
+			s: s, remote: t.Name, preflight: preflight, readOnly: t.Annotations != nil && t.Annotations.ReadOnlyHint,
 			spec: agent.ToolSpec{Name: name, Description: desc, Parameters: params},
 		})
 	}
@@ -823,7 +844,13 @@ type bridgeTool struct {
 	// preflight is the server's companion tool that validates and
 	// normalises this tool's arguments before an approval card shows them.
 	preflight string
+	// readOnly is the server's readOnlyHint annotation: a claim by the
+	// server, which only a policy that trusts the server may act on.
+	readOnly bool
 }
+
+// ReadOnlyHint reports whether the tool's server annotated it readOnlyHint.
+func (t *bridgeTool) ReadOnlyHint() bool { return t.readOnly }
 
 // Tool metadata keys (in a tool's _meta) that Steward's own connectors use.
 const (

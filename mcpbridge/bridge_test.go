@@ -223,6 +223,19 @@ func TestBridgeListsAndCallsTools(t *testing.T) {
 	if _, err := findTool(t, tools, "mcp__t__echo").Call(context.Background(), json.RawMessage(`["not","an","object"]`)); err == nil || !strings.Contains(err.Error(), "JSON object") {
 		t.Errorf("array arguments: err = %v", err)
 	}
+
+	// The server's readOnlyHint annotations are kept, by tool and by name.
+	for _, c := range []struct {
+		tool             string
+		readOnly, listed bool
+	}{{"mcp__t__echo", true, true}, {"mcp__t__fail", false, true}, {"mcp__t__nope", false, false}, {"mcp__u__echo", false, false}} {
+		if ro, listed := b.ReadOnlyHint(c.tool); ro != c.readOnly || listed != c.listed {
+			t.Errorf("ReadOnlyHint(%s) = %v, %v; want %v, %v", c.tool, ro, listed, c.readOnly, c.listed)
+		}
+	}
+	if h, ok := findTool(t, tools, "mcp__t__echo").(interface{ ReadOnlyHint() bool }); !ok || !h.ReadOnlyHint() {
+		t.Errorf("the echo tool does not report its readOnlyHint")
+	}
 }
 
 // A tool whose _meta names a preflight companion validates and normalises

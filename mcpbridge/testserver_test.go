@@ -80,7 +80,7 @@ func runTestServer() int {
 	}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes text.", InputSchema: map[string]any{
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{
 		"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}},
 	}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var in struct {

@@ -112,22 +112,6 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if voiceServer != nil {
 		policyConnectors = append(policyConnectors, voiceServerName)
 	}
-	pol, err := policy.New(policy.Options{User: rules, Connectors: policyConnectors})
-	if err != nil {
-		return nil, err
-	}
-	policyPath := filepath.Join(sc.home, "policy.yaml")
-	d.reload.add(policyPath, func() error {
-		rules, err := policy.LoadRules(policyPath)
-		if err != nil {
-			return err
-		}
-		next, err := policy.New(policy.Options{User: rules, Connectors: mcpNames()})
-		if err == nil {
-			pol.Replace(next)
-		}
-		return err
-	})
 	var auditLedger *audit.Ledger
 	var auditor host.Auditor
 	var auditRoute http.Handler
@@ -190,6 +174,24 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 		}})
 	bridge.Start(ctx)
 	st.push(bridge.Close)
+	// The connectors' readOnlyHint annotations, as the bridge lists them,
+	// allow their reads; a user server's are not believed (policy.Options).
+	pol, err := policy.New(policy.Options{User: rules, Connectors: policyConnectors, Hints: bridge})
+	if err != nil {
+		return nil, err
+	}
+	policyPath := filepath.Join(sc.home, "policy.yaml")
+	d.reload.add(policyPath, func() error {
+		rules, err := policy.LoadRules(policyPath)
+		if err != nil {
+			return err
+		}
+		next, err := policy.New(policy.Options{User: rules, Connectors: policyConnectors, Hints: bridge})
+		if err == nil {
+			pol.Replace(next)
+		}
+		return err
+	})
 	// SIGHUP applies mcp.json: unchanged servers keep running (their calls
 	// and sessions intact), changed ones restart, new ones start, removed
 	// ones stop; a bad file keeps the servers that run.

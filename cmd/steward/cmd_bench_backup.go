@@ -272,7 +272,7 @@ func benchTurns(ctx context.Context, dir string) (func() (time.Duration, error),
 		}
 		defer ws.CloseNow()
 		start := time.Now()
-		if _, _, err := hostTurn(ctx, ws, chatID, &buf); err != nil {
+		if _, _, err := hostTurn(ctx, ws, chatID, &buf, "stream please", nil); err != nil {
 			return 0, err
 		}
 		return time.Since(start), nil

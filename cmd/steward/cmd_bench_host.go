@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/audit"
@@ -105,61 +106,12 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 		return fmt.Errorf("--rounds must be at least 1")
 	}
 	load, _ := os.ReadFile("/proc/loadavg") // Linux only; the machine is shared, so say how busy it was
-	dir, err := os.MkdirTemp("", "steward-bench-host-")
+	bh, sizes, err := startBenchHost(ctx, "host", chunks, gap, nil)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-
-	// A streaming upstream: chunks tokens spaced by gap.
-	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
-	if err != nil {
-		return err
-	}
-	defer up.Close()
-	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: path-h } ]\n  tier-4: [ { provider: up, model: path-d } ]\n", upURL)))
-	if err != nil {
-		return err
-	}
-	ledger, err := usage.Open(ctx, filepath.Join(dir, "usage.db"), usage.Options{})
-	if err != nil {
-		return err
-	}
-	defer ledger.Close()
-	gw, err := gateway.New(gateway.Options{Config: gcfg, Ledger: ledger})
-	if err != nil {
-		return err
-	}
-	gwURL, stopGW, err := serveOnLoopback(gw.Handler())
-	if err != nil {
-		return err
-	}
-	defer stopGW()
-	store, err := chats.Open(ctx, filepath.Join(dir, "chats.db"))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	// The audit ledger as steward serve attaches it: every turn audits the
-	// user's and the assistant's messages.
-	auditLedger, err := audit.Open(ctx, filepath.Join(dir, "audit.db"), audit.Options{})
-	if err != nil {
-		return err
-	}
-	defer auditLedger.Close()
-	pol, _ := policy.New(policy.Options{})
-	const token = "bench-token-0123456789abcdef"
-	h := host.New(host.Options{Token: token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
-		Audit: host.LedgerAuditor(auditLedger), Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",
-			HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}}), // as steward serve does
-		ModelName: "tier-5", Policy: pol,
-	}})
-	defer h.Close()
-	hostURL, stopHost, err := serveOnLoopback(h.Handler())
-	if err != nil {
-		return err
-	}
-	defer stopHost()
+	defer bh.close()
+	gwURL, hostURL, token, auditLedger := bh.gwURL, bh.hostURL, bh.token, bh.audit
 
 	client := llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1", HTTPClient: &http.Client{Transport: gateway.NewTransport()}})
 	var mu sync.Mutex
@@ -195,7 +147,7 @@ the default 100 rounds give 2,000 turns per path, so the p99 is the 20th-worst t
 				if r > 0 {
 					add("gateway", ttft, ttlt, err)
 				}
-				ttft, ttlt, err = hostTurn(ctx, ws, chatID, &buf)
+				ttft, ttlt, err = hostTurn(ctx, ws, chatID, &buf, "stream please", nil)
 				if r > 0 {
 					add("host", ttft, ttlt, err)
 				}
@@ -261,6 +213,88 @@ func hostChecks(rep *hostBenchReport, want int) []benchCheck {
 	}
 }
 
+// benchHost is steward serve's chat path on loopback for a benchmark: the
+// gateway in process (tier-5 and tier-4 route to the upstream as path-h and
+// path-d), a real chats.db, usage and audit ledgers, and the host.
+type benchHost struct {
+	gwURL, hostURL, token string
+	audit                 *audit.Ledger
+	closers               []func()
+}
+
+func (b *benchHost) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+}
+
+// startBenchHost starts a benchHost in a temporary directory against a
+// streaming upstream (startStreamingUpstream: chunks tokens spaced by gap),
+// whose request sizes it returns. window, when set, is the chats' context
+// window in tokens (as context_window declares).
+func startBenchHost(ctx context.Context, suite string, chunks int, gap time.Duration, window func() int) (_ *benchHost, _ *requestSizes, err error) {
+	b := &benchHost{token: "bench-token-0123456789abcdef"}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "steward-bench-"+suite+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { os.RemoveAll(dir) })
+	up, upURL, sizes, err := startStreamingUpstream(chunks, gap)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { up.Close() })
+	gcfg, err := gateway.ParseConfig([]byte(fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: path-h } ]\n  tier-4: [ { provider: up, model: path-d } ]\n", upURL)))
+	if err != nil {
+		return nil, nil, err
+	}
+	ledger, err := usage.Open(ctx, filepath.Join(dir, "usage.db"), usage.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { ledger.Close() })
+	gw, err := gateway.New(gateway.Options{Config: gcfg, Ledger: ledger})
+	if err != nil {
+		return nil, nil, err
+	}
+	gwURL, stopGW, err := serveOnLoopback(gw.Handler())
+	if err != nil {
+		return nil, nil, err
+	}
+	b.gwURL = gwURL
+	b.closers = append(b.closers, stopGW)
+	store, err := chats.Open(ctx, filepath.Join(dir, "chats.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { store.Close() })
+	// The audit ledger as steward serve attaches it: every turn audits the
+	// user's and the assistant's messages.
+	if b.audit, err = audit.Open(ctx, filepath.Join(dir, "audit.db"), audit.Options{}); err != nil {
+		return nil, nil, err
+	}
+	b.closers = append(b.closers, func() { b.audit.Close() })
+	pol, _ := policy.New(policy.Options{})
+	h := host.New(host.Options{Token: b.token, Home: dir, Usage: ledger, Chats: host.ManagerOptions{
+		Audit: host.LedgerAuditor(b.audit), Store: store, Model: llm.NewClient(llm.ClientOptions{BaseURL: gwURL + "/v1",
+			HTTPClient: &http.Client{Transport: gateway.InProcess(gw.Handler())}}), // as steward serve does
+		ModelName: "tier-5", Policy: pol, ContextWindow: window,
+	}})
+	b.closers = append(b.closers, h.Close)
+	hostURL, stopHost, err := serveOnLoopback(h.Handler())
+	if err != nil {
+		return nil, nil, err
+	}
+	b.hostURL = hostURL
+	b.closers = append(b.closers, stopHost)
+	return b, sizes, nil
+}
+
 func serveOnLoopback(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -272,11 +306,14 @@ func serveOnLoopback(h http.Handler) (string, func(), error) {
 }
 
 // requestSizes records the size of the requests an upstream received, per
-// upstream model (one per benchmark path).
+// upstream model (one per benchmark path), and counts summary requests
+// (agent.SummaryCompactor's).
 type requestSizes struct {
-	mu    sync.Mutex
-	total map[string]int
-	count map[string]int
+	mu        sync.Mutex
+	total     map[string]int
+	count     map[string]int
+	largest   map[string]int
+	summaries int
 }
 
 func (s *requestSizes) mean(model string) float64 {
@@ -288,28 +325,48 @@ func (s *requestSizes) mean(model string) float64 {
 	return float64(s.total[model]) / float64(s.count[model])
 }
 
+// snapshot returns the summary requests so far and the largest request of
+// model in bytes.
+func (s *requestSizes) snapshot(model string) (summaries, largest int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.summaries, s.largest[model]
+}
+
+// summaryMarker opens agent.DefaultSummaryPrompt, the system message of
+// every summary request.
+var summaryMarker = []byte(agent.DefaultSummaryPrompt[:48])
+
 // startStreamingUpstream streams n content chunks spaced by gap, then usage
-// and [DONE], recording the size of each request.
+// and [DONE], recording the size of each request. A summary request is
+// answered alike, with a summary, and counted apart.
 func startStreamingUpstream(n int, gap time.Duration) (*http.Server, string, *requestSizes, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", nil, err
 	}
-	sizes := &requestSizes{total: map[string]int{}, count: map[string]int{}}
+	sizes := &requestSizes{total: map[string]int{}, count: map[string]int{}, largest: map[string]int{}}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var req struct {
 			Model string `json:"model"`
 		}
 		json.Unmarshal(body, &req)
+		word := "tok"
 		sizes.mu.Lock()
-		sizes.total[req.Model] += len(body)
-		sizes.count[req.Model]++
+		if bytes.Contains(body, summaryMarker) {
+			sizes.summaries++
+			word = "summary"
+		} else {
+			sizes.total[req.Model] += len(body)
+			sizes.count[req.Model]++
+			sizes.largest[req.Model] = max(sizes.largest[req.Model], len(body))
+		}
 		sizes.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
 		for i := range n {
-			fmt.Fprintf(w, "data: {\"id\":\"b\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d \"}}]}\n\n", i)
+			fmt.Fprintf(w, "data: {\"id\":\"b\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s%d \"}}]}\n\n", word, i)
 			f.Flush()
 			time.Sleep(gap)
 		}
@@ -377,13 +434,14 @@ func openBenchChat(ctx context.Context, base, token, title string) (*websocket.C
 	}
 }
 
-// hostTurn sends a message and reads this chat's frames until turn.done.
+// hostTurn sends text and reads this chat's frames until turn.done,
+// counting conversation.summarised frames in summarised when it is set.
 // Frames of other chats (broadcast to every client) are skipped. Like the
 // OpenAI client of the gateway path, it reads every frame into one reused
 // buffer and without a cancellation hook per frame (ws.Read would add both),
 // so that the two clients cost the machine alike.
-func hostTurn(ctx context.Context, ws *websocket.Conn, chatID string, buf *bytes.Buffer) (ttft, ttlt time.Duration, err error) {
-	b, _ := json.Marshal(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: chatID, Text: "stream please"})
+func hostTurn(ctx context.Context, ws *websocket.Conn, chatID string, buf *bytes.Buffer, text string, summarised *int) (ttft, ttlt time.Duration, err error) {
+	b, _ := json.Marshal(protocol.UserMessage{Envelope: protocol.Env(protocol.TypeUserMessage, ""), ChatID: chatID, Text: text})
 	start := time.Now()
 	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
 		return 0, 0, err
@@ -416,6 +474,10 @@ func hostTurn(ctx context.Context, ws *websocket.Conn, chatID string, buf *bytes
 			}
 		case protocol.TypeAssistantMessage:
 			ttlt = time.Since(start) // the last token is in the complete message
+		case protocol.TypeSummarised:
+			if summarised != nil {
+				*summarised++
+			}
 		case protocol.TypeTurnDone:
 			if !f.OK {
 				return 0, 0, fmt.Errorf("turn failed: %s", f.Error)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/wiki"
 )
@@ -56,7 +57,8 @@ func TestMCPWiki(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	pol, _ := policy.New(policy.Options{Connectors: mcpNames()})
+	hints := mcptooltest.ReadOnlyHints(t, cs, "wiki") // what the bridge reads from the listing
+	pol, _ := policy.New(policy.Options{Connectors: mcpNames(), Hints: policy.StaticHints(hints)})
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		readOnly := tool.Annotations != nil && tool.Annotations.ReadOnlyHint

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/mcpbridge"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/protocol"
 )
@@ -50,20 +52,13 @@ func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 	env, _, _ := testEnv(t, map[string]string{})
 	ctx := context.Background()
 	tools := map[string]bool{}
+	hints := policy.StaticHints{} // every listed tool's readOnlyHint, as the bridge reads it
 	for _, name := range mcpNames() {
 		server, err := mcpServers[name](ctx, env)
 		if err != nil {
 			t.Fatalf("connector %s: %v", name, err)
 		}
-		st, ct := mcp.NewInMemoryTransports()
-		ss, err := server.Connect(ctx, st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := mcptooltest.Connect(t, server)
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
 			t.Fatalf("list tools of %s: %v", name, err)
@@ -71,15 +66,36 @@ func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 		for _, tool := range res.Tools {
 			tools[mcpbridge.ToolName(name, tool.Name)] = true
 		}
-		cs.Close()
-		ss.Close()
+		maps.Copy(hints, mcptooltest.ReadOnlyHints(t, cs, name))
 	}
-	pol, err := policy.New(policy.Options{Connectors: mcpNames()})
+	pol, err := policy.New(policy.Options{Connectors: mcpNames(), Hints: hints})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every tool a connector lists is allowed exactly when the connector
+	// annotates it readOnlyHint, unless a built-in rule names it.
+	reads := 0
+	for tool, readOnly := range hints {
+		want := policy.Gate
+		if readOnly {
+			want, reads = policy.Allow, reads+1
+		}
+		switch {
+		case slices.Contains(policy.BuiltinGate, tool):
+			want = policy.Gate
+		case slices.Contains(policy.BuiltinAllow, tool):
+			want = policy.Allow
+		}
+		if got := pol.Decide(tool); got != want {
+			t.Errorf("%s (readOnlyHint %v): %s, want %s", tool, readOnly, got, want)
+		}
+	}
+	t.Logf("%d connector tools listed, %d annotated read-only", len(hints), reads)
+	if reads == 0 {
+		t.Fatal("no connector tool is annotated read-only")
+	}
 	registered, unregistered := builtinConnectorRules()
-	total, checkedTools, checkedInert := 0, 0, 0
+	total, checkedTools, checkedInert := 0, 0, 0 // every connector rule is one or the other
 	for _, list := range [][]string{policy.BuiltinAllow, policy.BuiltinGate} {
 		for _, rule := range list {
 			if _, _, ok := mcpbridge.SplitToolName(rule); ok {
@@ -111,7 +127,9 @@ func TestBuiltinPolicyNamesRealTools(t *testing.T) {
 
 // testMCPServerArg makes the test binary (see TestMain) a stdio MCP server:
 // `<self> test-mcp-server MARKDIR TOOL...` serves TOOLs, each of which
-// creates MARKDIR/TOOL when called, so a test can tell whether it ran.
+// creates MARKDIR/TOOL when called, so a test can tell whether it ran. Each
+// claims to be read-only (readOnlyHint), which a user's server is not
+// believed.
 const testMCPServerArg = "test-mcp-server"
 
 func runTestMCPServer(args []string) int {
@@ -121,7 +139,7 @@ func runTestMCPServer(args []string) int {
 	mark := args[0]
 	s := mcp.NewServer(&mcp.Implementation{Name: "user-server", Version: "1"}, nil)
 	for _, name := range args[1:] {
-		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				os.WriteFile(filepath.Join(mark, name), nil, 0o600)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + name}}}, nil
@@ -136,9 +154,10 @@ func runTestMCPServer(args []string) int {
 // TestUserServerNamedLikeBuiltinConnectorIsGated runs steward serve with the
 // user's own MCP servers named like the connectors the built-in rules
 // mention but this binary does not register (wiki, writeops, actions), serving
-// tools of exactly the names those rules allow. Their tools must be gated —
-// shown as "gate" on the System page and answered by an approval card, not
-// run — while Steward's own connector reads stay allowed.
+// tools of exactly the names those rules allow and annotated readOnlyHint.
+// Their tools must be gated — shown as "gate" on the System page and
+// answered by an approval card, not run — while Steward's own connector
+// reads, allowed by their own readOnlyHint, stay allowed.
 func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
 	_, unregistered := builtinConnectorRules()
 	if len(unregistered) == 0 {

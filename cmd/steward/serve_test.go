@@ -443,6 +443,34 @@ func TestHostBenchSmoke(t *testing.T) {
 	}
 }
 
+// TestCompactBenchSmoke runs the compaction benchmark at smoke size: the
+// chat is compacted twice, with one summary call each and none elsewhere.
+func TestCompactBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	cmd := exec.Command(buildSteward(t), "bench", "compact", "--smoke", "--json")
+	cmd.Env = append(os.Environ(), "STEWARD_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep compactBenchReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if rep.Chats != 1 || rep.Compactions < 2 || rep.SummaryCalls != rep.Compactions || rep.MaxSummaryCalls != 1 ||
+		rep.StraySummaryCalls != 0 || rep.Errors != 0 || rep.Turns <= rep.Compactions {
+		t.Errorf("report = %+v", rep)
+	}
+	if rep.Plain.TTLTP50MS <= 0 || rep.Compacting.TTLTP50MS <= 0 || rep.PeakFill <= 0 || rep.PeakUsable > 1 {
+		t.Errorf("latencies and fill = %+v %+v %.2f %.2f", rep.Plain, rep.Compacting, rep.PeakFill, rep.PeakUsable)
+	}
+	if len(rep.Checks) != 3 {
+		t.Errorf("checks = %+v", rep.Checks)
+	}
+}
+
 // TestSecondServeOnSameHomeIsRefused runs two real steward serve processes on
 // one STEWARD_HOME: the second stops at once with a message that says why and
 // which process holds the directory, and the first keeps serving.

@@ -113,7 +113,8 @@ func TestSystemStatus(t *testing.T) {
 	}
 	defer store.Close()
 	ledger := openUsage(t)
-	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail", "calendar"}})
+	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail", "calendar"},
+		Hints: policy.StaticHints{"mcp__mail__search_mail": true}}) // as the mail connector annotates it
 	if err != nil {
 		t.Fatal(err)
 	}

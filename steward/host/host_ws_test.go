@@ -106,7 +106,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if e.audit, err = audit.Open(ctx, filepath.Join(e.home, "audit.db"), audit.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"}})
+	pol, err := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail"},
+		Hints: policy.StaticHints{"mcp__mail__search_mail": true}}) // as the mail connector annotates it
 	if err != nil {
 		t.Fatal(err)
 	}

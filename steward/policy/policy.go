@@ -35,26 +35,14 @@ type Rules struct {
 	DenyPrefixes []string `yaml:"deny_prefixes"`
 }
 
-// BuiltinAllow lists the known read-only tools of Steward's own connectors
-// and the host, which run without a card. A rule for an mcp__<server>__ tool
-// applies only when server is one of Options.Connectors.
+// BuiltinAllow lists the exceptions that run without a card although no
+// trusted readOnlyHint says they only read: the host's own tools and the
+// voice channel's call tools. Steward's connectors' reads are allowed by
+// their MCP annotations (see Hints), not by name. A rule for an
+// mcp__<server>__ tool applies only when server is one of Options.Connectors.
 var BuiltinAllow = []string{
-	// mail
-	"mcp__mail__search_mail", "mcp__mail__read_message", "mcp__mail__read_thread", "mcp__mail__list_mailboxes",
-	// calendar and contacts
-	"mcp__calendar__search_events", "mcp__calendar__read_event", "mcp__calendar__list_calendars",
-	"mcp__calendar__check_availability", "mcp__contacts__search_contacts", "mcp__contacts__resolve_recipient",
-	"mcp__contacts__read_contact",
-	// documents and shell reads
-	"mcp__documents__document_info", "mcp__documents__document_read", "mcp__documents__document_search",
-	"mcp__shell__find_files", "mcp__shell__run_readonly",
-	// trains and watches (observing or reducing background work)
-	"mcp__trains__find_next_train", "mcp__trains__train_status", "create_watch", "stop_watch", "list_watches",
-	// wiki reads, write-journal review, Action Center reads
-	"mcp__wiki__wiki_search", "mcp__wiki__wiki_read", "mcp__wiki__wiki_list",
-	"mcp__wiki__wiki_graph", "mcp__wiki__wiki_lint", "mcp__wiki__wiki_status",
-	"mcp__writeops__list_write_operations", "mcp__writeops__read_write_operation",
-	"mcp__actions__list_actions", "mcp__actions__read_action",
+	// watches (observing or reducing background work)
+	"create_watch", "stop_watch", "list_watches",
 	// the voice channel's own call tools (its writes still ask, by voice)
 	"mcp__voice__call_start", "mcp__voice__call_status", "mcp__voice__call_end", "mcp__voice__converse",
 	"set_call_rate", // the active call's rate only
@@ -63,9 +51,28 @@ var BuiltinAllow = []string{
 	"ask_user", "execute_action_step",
 }
 
-// BuiltinGate lists tools that must always ask, whatever a prefix says.
+// BuiltinGate lists tools that must always ask, whatever a prefix or an
+// annotation says.
 var BuiltinGate = []string{"create_agent_watch", "mcp__shell__run_write",
 	"mcp__wiki__wiki_write_page", "mcp__wiki__wiki_ingest", "mcp__wiki__wiki_rescan", "set_voice_defaults"}
+
+// Hints reports what a tool's MCP server declared about it. The bridge
+// (mcpbridge.Bridge) is one; StaticHints is a fixed one.
+type Hints interface {
+	// ReadOnlyHint reports whether tool is listed and whether its server
+	// annotated it readOnlyHint.
+	ReadOnlyHint(tool string) (readOnly, listed bool)
+}
+
+// StaticHints is a fixed set of tools annotated read-only, for a host whose
+// tools are known up front (benchmarks, tests).
+type StaticHints map[string]bool
+
+// ReadOnlyHint implements Hints.
+func (h StaticHints) ReadOnlyHint(tool string) (readOnly, listed bool) {
+	readOnly, listed = h[tool]
+	return readOnly, listed
+}
 
 // Options configures a Policy.
 type Options struct {
@@ -78,6 +85,11 @@ type Options struct {
 	// so its tools are gated. The host refuses user servers that take the
 	// name of a registered connector, which keeps the names unambiguous.
 	Connectors []string
+	// Hints are the tools' MCP annotations. A tool of one of Connectors
+	// that its server annotates readOnlyHint is allowed by default; the
+	// same claim from any other server (a user's mcp.json) is not trusted,
+	// so such a tool is gated. Nil: no tool is allowed by annotation.
+	Hints Hints
 }
 
 // Policy decides tool calls.
@@ -85,16 +97,18 @@ type Policy struct {
 	mu            sync.RWMutex // Replace swaps the rules of a running host
 	user, builtin map[string]Decision
 	denyPrefixes  []string
+	own           map[string]bool // Options.Connectors
+	hints         Hints
 }
 
 // Replace makes p decide as q does from now on (SIGHUP reloads policy.yaml
 // this way, so every holder of p sees the new rules).
 func (p *Policy) Replace(q *Policy) {
 	q.mu.RLock()
-	user, builtin, prefixes := q.user, q.builtin, q.denyPrefixes
+	user, builtin, prefixes, own, hints := q.user, q.builtin, q.denyPrefixes, q.own, q.hints
 	q.mu.RUnlock()
 	p.mu.Lock()
-	p.user, p.builtin, p.denyPrefixes = user, builtin, prefixes
+	p.user, p.builtin, p.denyPrefixes, p.own, p.hints = user, builtin, prefixes, own, hints
 	p.mu.Unlock()
 }
 
@@ -109,7 +123,7 @@ func New(opts Options) (*Policy, error) {
 	for _, c := range opts.Connectors {
 		own[c] = true
 	}
-	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}}
+	p := &Policy{user: map[string]Decision{}, builtin: map[string]Decision{}, own: own, hints: opts.Hints}
 	builtin := func(d Decision, names []string) {
 		for _, n := range names {
 			if server, _, ok := mcpbridge.SplitToolName(n); ok && !own[server] {
@@ -153,7 +167,8 @@ func (r Rules) validate() error {
 }
 
 // Decide returns the decision for a tool: the user's exact rules, then the
-// built-in exact rules, then deny prefixes, then the default gate.
+// built-in exact rules, then a registered connector's readOnlyHint (allow),
+// then deny prefixes, then the default gate.
 func (p *Policy) Decide(tool string) Decision {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -163,12 +178,29 @@ func (p *Policy) Decide(tool string) Decision {
 	if d, ok := p.builtin[tool]; ok {
 		return d
 	}
+	if p.trustedRead(tool) {
+		return Allow
+	}
 	for _, pre := range p.denyPrefixes {
 		if strings.HasPrefix(tool, pre) {
 			return Deny
 		}
 	}
 	return Gate
+}
+
+// trustedRead reports whether tool belongs to one of Steward's registered
+// connectors and that connector annotated it readOnlyHint.
+func (p *Policy) trustedRead(tool string) bool {
+	if p.hints == nil {
+		return false
+	}
+	server, _, ok := mcpbridge.SplitToolName(tool)
+	if !ok || !p.own[server] {
+		return false
+	}
+	ro, listed := p.hints.ReadOnlyHint(tool)
+	return ro && listed
 }
 
 // LoadRules reads STEWARD_HOME/policy.yaml strictly. A missing file means no

@@ -20,12 +20,13 @@ func TestDecide(t *testing.T) {
 		Deny:         []string{"mcp__mail__read_message"},
 		Gate:         []string{"mcp__calendar__search_events"},
 		DenyPrefixes: []string{"mcp__github__", "mcp__danger"},
-	}, Connectors: []string{"mail", "calendar", "shell"}})
+	}, Connectors: []string{"mail", "calendar", "shell"}, Hints: readOnly("mcp__mail__search_mail", "mcp__mail__read_message",
+		"mcp__calendar__search_events", "mcp__wiki__wiki_read", "mcp__trains__find_next_train")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := map[string]policy.Decision{
-		"mcp__mail__search_mail":       policy.Allow, // built-in read
+		"mcp__mail__search_mail":       policy.Allow, // a connector's annotated read
 		"mcp__mail__send_email":        policy.Gate,  // default
 		"create_agent_watch":           policy.Gate,  // built-in gate
 		"create_watch":                 policy.Allow,
@@ -54,8 +55,8 @@ func TestDecide(t *testing.T) {
 func TestBuiltinRulesBindToConnectors(t *testing.T) {
 	for _, tool := range []string{"mcp__wiki__wiki_read", "mcp__writeops__list_write_operations", "mcp__actions__read_action"} {
 		server, _, _ := strings.Cut(strings.TrimPrefix(tool, "mcp__"), "__")
-		own, _ := policy.New(policy.Options{Connectors: []string{server}})
-		users, _ := policy.New(policy.Options{Connectors: []string{"mail"}})
+		own, _ := policy.New(policy.Options{Connectors: []string{server}, Hints: readOnly(tool)})
+		users, _ := policy.New(policy.Options{Connectors: []string{"mail"}, Hints: readOnly(tool)})
 		if got := own.Decide(tool); got != policy.Allow {
 			t.Errorf("%s from Steward's %s connector: %s, want allow", tool, server, got)
 		}
@@ -67,6 +68,57 @@ func TestBuiltinRulesBindToConnectors(t *testing.T) {
 	p, _ := policy.New(policy.Options{})
 	if p.Decide("ask_user") != policy.Allow || p.Decide("create_agent_watch") != policy.Gate {
 		t.Errorf("host tools: ask_user %s, create_agent_watch %s", p.Decide("ask_user"), p.Decide("create_agent_watch"))
+	}
+}
+
+// readOnly is a Hints with tools annotated readOnlyHint, as their servers
+// would list them.
+func readOnly(tools ...string) policy.StaticHints {
+	h := policy.StaticHints{}
+	for _, t := range tools {
+		h[t] = true
+	}
+	return h
+}
+
+// A connector's readOnlyHint is its default: believed from Steward's own
+// connectors only, beneath the exact rules (user and built-in gates win),
+// and a tool the server does not list, or lists without the hint, is gated.
+func TestReadOnlyHintsFeedDefaults(t *testing.T) {
+	hints := policy.StaticHints{
+		"mcp__mail__search_mail": true, "mcp__mail__send_email": false, "mcp__mail__read_thread": true,
+		"mcp__notes__read_note":  true,                                // a user's server claiming a read
+		"mcp__wiki__wiki_rescan": true, "mcp__shell__run_write": true, // built-in gates, whatever the claim
+		"mcp__calendar__search_events": true,
+	}
+	p, err := policy.New(policy.Options{Connectors: []string{"mail", "wiki", "shell", "calendar"}, Hints: hints,
+		User: policy.Rules{Gate: []string{"mcp__mail__read_thread"}, DenyPrefixes: []string{"mcp__calendar__"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]policy.Decision{
+		"mcp__mail__search_mail":       policy.Allow,
+		"mcp__mail__send_email":        policy.Gate, // listed, no hint
+		"mcp__mail__list_mailboxes":    policy.Gate, // not listed (yet)
+		"mcp__mail__read_thread":       policy.Gate, // the user's gate wins
+		"mcp__notes__read_note":        policy.Gate, // an untrusted server's claim
+		"mcp__wiki__wiki_rescan":       policy.Gate,
+		"mcp__shell__run_write":        policy.Gate,
+		"mcp__calendar__search_events": policy.Allow, // as the built-in allow list was: before deny prefixes
+	} {
+		if got := p.Decide(tool); got != want {
+			t.Errorf("Decide(%s) = %s, want %s", tool, got, want)
+		}
+	}
+	// Without hints nothing is allowed by annotation.
+	bare, _ := policy.New(policy.Options{Connectors: []string{"mail"}})
+	if got := bare.Decide("mcp__mail__search_mail"); got != policy.Gate {
+		t.Errorf("without hints: %s, want gate", got)
+	}
+	// Replace carries the hints and connectors of the new policy.
+	bare.Replace(p)
+	if got := bare.Decide("mcp__mail__search_mail"); got != policy.Allow {
+		t.Errorf("after Replace: %s, want allow", got)
 	}
 }
 
@@ -140,7 +192,8 @@ func (p *preflightMail) Preflight(_ context.Context, args json.RawMessage) (json
 
 func call(t *testing.T, tool agent.Tool, ap policy.Approver, timeout time.Duration, args string) agent.ToolResult {
 	t.Helper()
-	p, _ := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__blocked__"}}, Connectors: []string{"mail"}})
+	p, _ := policy.New(policy.Options{User: policy.Rules{DenyPrefixes: []string{"mcp__blocked__"}}, Connectors: []string{"mail"},
+		Hints: readOnly("mcp__mail__search_mail")})
 	wrapped := policy.Wrap([]agent.Tool{tool}, policy.WrapOptions{Policy: p, Approver: ap, Timeout: timeout})[0]
 	res, err := wrapped.Call(context.Background(), json.RawMessage(args))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	mailsearch "github.com/agentstack/agentstack/steward/connectors/mail/search"
 	"github.com/agentstack/agentstack/steward/connectors/shell"
 	"github.com/agentstack/agentstack/steward/connectors/trains"
+	"github.com/agentstack/agentstack/steward/policy"
 )
 
 // eventStart is the start of the event cards, in the event's own zone.
@@ -64,6 +65,17 @@ func (h *harness) connectorCards() map[string]any {
 		"mcp__other__find_files": &shell.FindResult{Kind: "search_results", Root: dir, Files: []shell.FoundFile{
 			{Kind: "file", Path: notes, Name: "notes.txt", Type: "file", Size: 18}}},
 	}
+}
+
+// readOnlyHints are the readOnlyHint annotations of the connectors' reads
+// that the harness serves (the card tools and the mail search), as the
+// connectors' MCP servers declare them.
+func (h *harness) readOnlyHints() policy.StaticHints {
+	hints := policy.StaticHints{"mcp__mail__search_mail": true}
+	for name := range h.connectorCards() {
+		hints[name] = true
+	}
+	return hints
 }
 
 // cardTools serves connectorCards as tools.

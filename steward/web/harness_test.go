@@ -108,7 +108,8 @@ func newHarness(t *testing.T) *harness {
 	if h.journal, err = writeops.Open(ctx, writeops.Path(h.home), writeops.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if h.pol, err = policy.New(policy.Options{User: policy.Rules{Allow: []string{"test__journaled_write"}, DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail", "calendar", "contacts", "documents", "shell", "trains"}}); err != nil {
+	if h.pol, err = policy.New(policy.Options{User: policy.Rules{Allow: []string{"test__journaled_write"}, DenyPrefixes: []string{"mcp__danger__"}}, Connectors: []string{"mail", "calendar", "contacts", "documents", "shell", "trains"},
+		Hints: h.readOnlyHints()}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &gateway.Config{

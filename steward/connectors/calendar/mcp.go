@@ -129,12 +129,7 @@ func addWriteTools(s *mcp.Server, write func(context.Context) (*Writer, error)) 
 // path read-only on first use and keeps it; until the first sync has
 // created the index every call reports ErrNoIndex. close releases it.
 func OpenService(path string, opts ServiceOptions) (open func(context.Context) (*Service, error), close func() error) {
-	l := mcptool.NewLazy(func(ctx context.Context) (*Service, error) {
-		idx, err := OpenIndexReadOnly(ctx, path)
-		if err != nil {
-			return nil, err
-		}
-		return NewService(ctx, idx, opts), nil
-	}, func(svc *Service) error { return svc.idx.Close() })
-	return l.Get, l.Close
+	return mcptool.OnIndex(func(ctx context.Context) (*Index, error) { return OpenIndexReadOnly(ctx, path) },
+		func(ctx context.Context, idx *Index) *Service { return NewService(ctx, idx, opts) },
+		func(svc *Service) error { return svc.idx.Close() })
 }

@@ -97,12 +97,7 @@ func (svc *Service) Prepare(ctx context.Context) (mcptool.PrepareResult, error) 
 // path read-only on first use and keeps it; until the first indexing run
 // every call reports ErrNoIndex. close releases it.
 func OpenService(path string, emb Embedder) (open func(context.Context) (*Service, error), close func() error) {
-	l := mcptool.NewLazy(func(ctx context.Context) (*Service, error) {
-		idx, err := OpenIndexReadOnly(ctx, path)
-		if err != nil {
-			return nil, err
-		}
-		return NewService(idx, emb), nil
-	}, func(svc *Service) error { return svc.idx.Close() })
-	return l.Get, l.Close
+	return mcptool.OnIndex(func(ctx context.Context) (*Index, error) { return OpenIndexReadOnly(ctx, path) },
+		func(_ context.Context, idx *Index) *Service { return NewService(idx, emb) },
+		func(svc *Service) error { return svc.idx.Close() })
 }

@@ -59,6 +59,23 @@ func (l *Lazy[T]) Close() error {
 	return l.close(v)
 }
 
+// OnIndex returns the opener and closer of a service built on an index that
+// is opened on first use and kept (a Lazy): until the index exists, every
+// call returns openIndex's error (the connector's "not built yet"), and the
+// first call after it was built opens it, without a restart. release closes
+// the service's index.
+func OnIndex[I, S any](openIndex func(context.Context) (I, error), serve func(context.Context, I) S, release func(S) error) (open func(context.Context) (S, error), close func() error) {
+	l := NewLazy(func(ctx context.Context) (S, error) {
+		idx, err := openIndex(ctx)
+		if err != nil {
+			var zero S
+			return zero, err
+		}
+		return serve(ctx, idx), nil
+	}, release)
+	return l.Get, l.Close
+}
+
 // Handler adapts call, usually a method expression such as
 // (*Service).SearchEvents, to an MCP tool handler that gets the service
 // from get on every call. An error from get or call is returned to the

@@ -94,6 +94,42 @@ func TestLazy(t *testing.T) {
 	}
 }
 
+// OnIndex opens the index on first use, reports "not built" until it
+// exists, builds the service on it once and releases it on close.
+func TestOnIndex(t *testing.T) {
+	ctx := context.Background()
+	st := &store{}
+	served := 0
+	open, closeFn := mcptool.OnIndex(func(context.Context) (*store, error) {
+		if !st.built {
+			return nil, errors.New("index not built yet: run `notes build`")
+		}
+		st.opens++
+		return st, nil
+	}, func(_ context.Context, s *store) *service {
+		served++
+		return &service{store: s, n: s.opens}
+	}, func(s *service) error {
+		st.closed = append(st.closed, s.n)
+		return nil
+	})
+	if svc, err := open(ctx); err == nil || !strings.Contains(err.Error(), "not built yet") || svc != nil {
+		t.Fatalf("before the build: %v, %v", svc, err)
+	}
+	st.built = true
+	a, err := open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := open(ctx)
+	if a != b || a.n != 1 || served != 1 {
+		t.Errorf("services %p %p (open %d), built %d times; want one, built once", a, b, a.n, served)
+	}
+	if err := closeFn(); err != nil || fmt.Sprint(st.closed) != "[1]" {
+		t.Errorf("close: %v, closed %v", err, st.closed)
+	}
+}
+
 func TestHandlerOverMCP(t *testing.T) {
 	ctx := context.Background()
 	st := &store{}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 func makeTree(t *testing.T, home string) {
@@ -99,25 +101,8 @@ func TestShellMCPServer(t *testing.T) {
 	r, home := testRunner(t, nil)
 	makeTree(t, home)
 	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(r, "test").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := map[string]bool{}
-	for _, tl := range tools.Tools {
-		ro[tl.Name] = tl.Annotations.ReadOnlyHint
-	}
+	cs := mcptooltest.Connect(t, NewServer(r, "test"))
+	ro := mcptooltest.ReadOnlyHints(t, cs, "")
 	if len(ro) != 3 || !ro["find_files"] || !ro["run_readonly"] || ro["run_write"] {
 		t.Fatalf("tools and read-only hints: %v", ro)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 const serviceDay = 1767481200000 // 2026-01-04 in Europe/Rome
@@ -215,22 +217,15 @@ func TestMCPServer(t *testing.T) {
 	setBoard(l, "S01700", boardRow(9600, "S01700", 1767509580000, "6"))
 	l.setRun(fmt.Sprintf("S01700/9600/%d", serviceDay), fixture(t, fileFR9600))
 	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(newTestService(l, after), "test").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	tools, _ := cs.ListTools(ctx, nil)
-	for _, tl := range tools.Tools {
-		if tl.Annotations == nil || !tl.Annotations.ReadOnlyHint {
-			t.Errorf("%s is not read-only", tl.Name)
+	cs := mcptooltest.Connect(t, NewServer(newTestService(l, after), "test"))
+	hints := mcptooltest.ReadOnlyHints(t, cs, "")
+	for name, ro := range hints {
+		if !ro {
+			t.Errorf("%s is not read-only", name)
 		}
+	}
+	if len(hints) == 0 {
+		t.Error("no tools listed")
 	}
 	call := func(name string, args map[string]any, out any) *mcp.CallToolResult {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})

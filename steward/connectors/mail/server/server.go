@@ -69,20 +69,13 @@ func New(opts Options) (*mcp.Server, error) {
 			"read_message and read_thread return bodies in pages with continuation offsets.",
 	})
 	h := &handlers{Options: opts}
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolPtr(false)}
-	mcp.AddTool(s, &mcp.Tool{Name: "search_mail", Annotations: readOnly, Description: "Search mail. Combine free text (query; ranked lexically and semantically) " +
-		"with substring fields (sender, recipient, cc, subjectContains, bodyContains) and filters (after, before, account, mailbox, role, unread, flagged, " +
-		"hasAttachments, minSize, maxSize). Without query, browses the newest 500 matching messages (sortBy size for the largest), paged by offset/limit inside that window; page.beyondWindow says older ones need narrower filters. Results are collapsed to one per thread unless " +
-		"perMessage. Returns {messages, page}; page.notice says when semantic search was unavailable."}, h.search)
-	mcp.AddTool(s, &mcp.Tool{Name: "read_message", Annotations: readOnly, Description: "Read one message by id: headers, a page of the body " +
-		"(offset/maxChars, nextOffset when more), bodyState (full, partial, none), attachments and the mailUrl deep link."}, h.read)
-	mcp.AddTool(s, &mcp.Tool{Name: "read_thread", Annotations: readOnly, Description: "Read a thread by threadId, newest messages first, " +
-		"bodies cut to 1,500 characters; nextOffset pages to older history."}, h.thread)
-	mcp.AddTool(s, &mcp.Tool{Name: "list_mailboxes", Annotations: readOnly, Description: "List accounts and their mailboxes with roles, message and unread counts."}, h.mailboxes)
-	mcp.AddTool(s, &mcp.Tool{Name: "save_attachment", Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)},
-		Description: "Save an attachment (attachmentId from read_message) into a folder or to a new file path. Never overwrites: a name already taken gets a numbered suffix. Protected folders are refused."}, h.save)
-	mcp.AddTool(s, &mcp.Tool{Name: "open_in_mail", Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)},
-		Description: "Open a message in the mail client (macOS Mail through its message:// link); elsewhere returns the message file's path."}, h.open)
+	d := readTools()
+	mcp.AddTool(s, d["search_mail"], h.search)
+	mcp.AddTool(s, d["read_message"], h.read)
+	mcp.AddTool(s, d["read_thread"], h.thread)
+	mcp.AddTool(s, d["list_mailboxes"], h.mailboxes)
+	mcp.AddTool(s, d["save_attachment"], h.save)
+	mcp.AddTool(s, d["open_in_mail"], h.open)
 	if opts.Sender != nil {
 		addWriteTools(s, opts.Sender)
 	}
@@ -90,6 +83,29 @@ func New(opts Options) (*mcp.Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// readTools declares the tools served without a Sender, by name: New serves
+// them, and NewUnavailable serves the same declarations (annotations
+// included, which the host's policy reads) with a handler that explains.
+func readTools() map[string]*mcp.Tool {
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolPtr(false)}
+	local := &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}
+	return map[string]*mcp.Tool{
+		"search_mail": {Name: "search_mail", Annotations: readOnly, Description: "Search mail. Combine free text (query; ranked lexically and semantically) " +
+			"with substring fields (sender, recipient, cc, subjectContains, bodyContains) and filters (after, before, account, mailbox, role, unread, flagged, " +
+			"hasAttachments, minSize, maxSize). Without query, browses the newest 500 matching messages (sortBy size for the largest), paged by offset/limit inside that window; page.beyondWindow says older ones need narrower filters. Results are collapsed to one per thread unless " +
+			"perMessage. Returns {messages, page}; page.notice says when semantic search was unavailable."},
+		"read_message": {Name: "read_message", Annotations: readOnly, Description: "Read one message by id: headers, a page of the body " +
+			"(offset/maxChars, nextOffset when more), bodyState (full, partial, none), attachments and the mailUrl deep link."},
+		"read_thread": {Name: "read_thread", Annotations: readOnly, Description: "Read a thread by threadId, newest messages first, " +
+			"bodies cut to 1,500 characters; nextOffset pages to older history."},
+		"list_mailboxes": {Name: "list_mailboxes", Annotations: readOnly, Description: "List accounts and their mailboxes with roles, message and unread counts."},
+		"save_attachment": {Name: "save_attachment", Annotations: local,
+			Description: "Save an attachment (attachmentId from read_message) into a folder or to a new file path. Never overwrites: a name already taken gets a numbered suffix. Protected folders are refused."},
+		"open_in_mail": {Name: "open_in_mail", Annotations: local,
+			Description: "Open a message in the mail client (macOS Mail through its message:// link); elsewhere returns the message file's path."},
+	}
 }
 
 func boolPtr(b bool) *bool { return &b }
@@ -329,8 +345,9 @@ func NewUnavailable(reason, version string) *mcp.Server {
 	fail := func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New(reason)
 	}
-	for _, name := range []string{"search_mail", "read_message", "read_thread", "list_mailboxes", "save_attachment", "open_in_mail"} {
-		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "Mail is not available: " + reason}, fail)
+	for _, t := range readTools() {
+		t.Description = "Mail is not available: " + reason
+		mcp.AddTool(s, t, fail)
 	}
 	return s
 }

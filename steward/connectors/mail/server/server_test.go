@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mail/internal/archive"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 type recordingOpener struct{ urls []string }
@@ -277,23 +279,31 @@ func TestPrepareSearchMethod(t *testing.T) {
 
 func TestUnavailableServerExplains(t *testing.T) {
 	ctx := context.Background()
-	srv := NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test")
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := mcptooltest.Connect(t, NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test"))
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_mail", Arguments: map[string]any{"query": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "mail.yaml") {
 		t.Errorf("result %+v", res)
+	}
+
+	// It lists the configured server's tools with the same annotations
+	// (the host's policy allows the reads by their readOnlyHint).
+	annotations := func(s *mcp.ClientSession) map[string]string {
+		list, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, tool := range list.Tools {
+			a, _ := json.Marshal(tool.Annotations)
+			out[tool.Name] = string(a)
+		}
+		return out
+	}
+	got, want := annotations(cs), annotations(setup(t).session)
+	if fmt.Sprint(got) != fmt.Sprint(want) || !strings.Contains(got["search_mail"], `"readOnlyHint":true`) {
+		t.Errorf("unavailable server's tools %v, want %v", got, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentstack/agentstack/mcpbridge"
 )
 
 // Connect serves server over in-memory transports and returns a connected
@@ -46,4 +48,29 @@ func Call[T any](t testing.TB, cs *mcp.ClientSession, name string, args map[stri
 		}
 	}
 	return out, res
+}
+
+// ReadOnlyHints lists the server's tools as the host's bridge sees them:
+// each tool the agent is offered (hidden companions such as preflights are
+// left out) with its readOnlyHint annotation, which Steward's policy takes
+// as the tool's default. prefix, when set, names the tools as the bridge
+// does (mcp__<prefix>__<tool>).
+func ReadOnlyHints(t testing.TB, cs *mcp.ClientSession, prefix string) map[string]bool {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("list tools: %v", err)
+	}
+	out := map[string]bool{}
+	for _, tool := range res.Tools {
+		if hidden, _ := tool.Meta[mcpbridge.MetaHidden].(bool); hidden {
+			continue
+		}
+		name := tool.Name
+		if prefix != "" {
+			name = mcpbridge.ToolName(prefix, tool.Name)
+		}
+		out[name] = tool.Annotations != nil && tool.Annotations.ReadOnlyHint
+	}
+	return out
 }
