@@ -182,9 +182,19 @@ func listCase(ctx context.Context, o *Options, rep *Report) error {
 	}
 	defer cdb.Close()
 	rep.List.CEngine = "C SQLite " + csqlite.Version()
+	// Both sides run prepared statements, as Store.List does.
+	var stmts []*sql.Stmt
+	for _, q := range []actions.Query{page, counts} {
+		st, err := cdb.PrepareContext(ctx, q.SQL)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		stmts = append(stmts, st)
+	}
 	c, err := timeIt(o.Samples, func() error {
-		for _, q := range []actions.Query{page, counts} {
-			if err := drain(ctx, cdb, q); err != nil {
+		for i, q := range []actions.Query{page, counts} {
+			if err := drain(ctx, stmts[i], q.Args); err != nil {
 				return err
 			}
 		}
@@ -199,9 +209,9 @@ func listCase(ctx context.Context, o *Options, rep *Report) error {
 	return nil
 }
 
-// drain runs q and reads every column of every row, as List does.
-func drain(ctx context.Context, db *sql.DB, q actions.Query) error {
-	rows, err := db.QueryContext(ctx, q.SQL, q.Args...)
+// drain runs st and reads every column of every row, as List does.
+func drain(ctx context.Context, st *sql.Stmt, args []any) error {
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,11 @@
 package actionsbench
 
 import (
-	"path/filepath"
-
 	"context"
-	"github.com/agentstack/agentstack/steward/actions"
+	"path/filepath"
 	"testing"
+
+	"github.com/agentstack/agentstack/steward/actions"
 )
 
 // TestBenchSmoke runs every case at a small scale and checks the figures
@@ -39,7 +39,6 @@ func BenchmarkList(b *testing.B) {
 	if err := fill(ctx, store.DB(), 100000); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
 	for b.Loop() {
 		if _, err := store.List(ctx, actions.ListOptions{}); err != nil {
 			b.Fatal(err)
