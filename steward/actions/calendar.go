@@ -46,9 +46,10 @@ type ReminderReport struct {
 	// Migrated counts legacy UID/start reminders moved onto their stable
 	// calendar:<refId> key; Unresolved lists legacy keys left as they are
 	// because they match no single event or share one with another key.
-	Migrated   int      `json:"migrated,omitempty"`
-	Unresolved []string `json:"unresolved,omitempty"`
-	Skipped    string   `json:"skipped,omitempty"` // why the pass produced nothing (no index, …)
+	Migrated       int      `json:"migrated,omitempty"`
+	Unresolved     []string `json:"unresolved,omitempty"`
+	MigrationError string   `json:"migrationError,omitempty"`
+	Skipped        string   `json:"skipped,omitempty"` // why the pass produced nothing (no index, …)
 }
 
 // reminderEvent is one indexed row the reminders read.
@@ -88,8 +89,10 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 		rep.Skipped = err.Error()
 		return rep, nil
 	}
+	// A failed migration leaves the legacy rows as they are for the next
+	// pass; it never stops the reminders (nor the mail scan after them).
 	if rep.Migrated, rep.Unresolved, err = s.migrateLegacyReminders(ctx, db); err != nil {
-		return rep, err
+		rep.MigrationError = err.Error()
 	}
 	rep.Events = len(events)
 	items := make([]Item, len(events))

@@ -147,3 +147,34 @@ func TestParseLegacyKey(t *testing.T) {
 		}
 	}
 }
+
+// An index the legacy keys cannot be resolved against (here: no alias
+// table) leaves them as they are and still produces the reminders.
+func TestLegacyMigrationFailureKeepsReminders(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Minute)
+	cal := newCalendarIndex(t)
+	cal.put("uid-1", "Dentist", now.Add(5*time.Hour), now.Add(-time.Hour), "")
+	cal.sync()
+	// One placeholder migration: the index is at schema version 1 already.
+	idx, err := sqlitedb.Open(ctx, cal.path, sqlitedb.Options{Migrations: []string{"SELECT 1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idx.ExecContext(ctx, `DROP TABLE uid_aliases`); err != nil {
+		t.Fatal(err)
+	}
+	idx.Close()
+	s, _ := openTestStore(t)
+	legacyKey := "calendar:uid-1/" + strconv.FormatInt(now.Add(5*time.Hour).Unix(), 10)
+	if _, _, err := s.Upsert(ctx, Item{SourceKey: legacyKey, Kind: KindEventReminder, Title: "Legacy", SourceAt: now}, true); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.CalendarReminders(ctx, ReminderOptions{IndexPath: cal.path, Now: now})
+	if err != nil || rep.Created != 1 || rep.Migrated != 0 || rep.MigrationError == "" {
+		t.Fatalf("pass %+v %v", rep, err)
+	}
+	if it, err := s.BySource(ctx, legacyKey); err != nil || it.Title != "Legacy" {
+		t.Fatalf("legacy reminder after a failed migration: %+v %v", it, err)
+	}
+}
