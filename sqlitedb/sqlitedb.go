@@ -50,6 +50,12 @@ type Options struct {
 	// cache_size) instead of SQLite's 2 MiB default.
 	CacheKiB int
 
+	// MemoryTempStore keeps temporary files, statement journals included,
+	// in memory (PRAGMA temp_store = MEMORY): a statement that fires a
+	// trigger otherwise writes every page it first touches to a sub-journal
+	// file, one write(2) per page.
+	MemoryTempStore bool
+
 	// MaxOpenConns limits the pool. Zero keeps database/sql's default for
 	// read-only stores and uses 1 for writable ones, because SQLite has a
 	// single writer and one connection avoids SQLITE_BUSY between our own
@@ -81,6 +87,9 @@ func (o Options) tuning() [][2]string {
 	}
 	if o.CacheKiB > 0 {
 		out = append(out, [2]string{"cache_size", fmt.Sprint(-o.CacheKiB)})
+	}
+	if o.MemoryTempStore {
+		out = append(out, [2]string{"temp_store", "2"})
 	}
 	return out
 }

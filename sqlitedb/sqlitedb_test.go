@@ -95,6 +95,20 @@ func TestSearchTuningOnEveryConnection(t *testing.T) {
 	}
 }
 
+// MemoryTempStore reaches the connection (statement journals in memory).
+func TestMemoryTempStore(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		db := open(t, filepath.Join(t.TempDir(), "store.db"), sqlitedb.Options{MemoryTempStore: on})
+		var mode int
+		if err := db.QueryRowContext(context.Background(), "PRAGMA temp_store").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 2}[on]; mode != want {
+			t.Errorf("MemoryTempStore %v: temp_store %d, want %d", on, mode, want)
+		}
+	}
+}
+
 func TestForeignKeysEnforced(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "fk.db"), sqlitedb.Options{Migrations: []string{
 		`CREATE TABLE parent(id INTEGER PRIMARY KEY);

@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/sqlitedb"
+	"github.com/agentstack/agentstack/steward/audit"
 )
 
 // DefaultCalendarDays is ACTION_CENTER_CALENDAR_DAYS' default.
@@ -35,11 +39,17 @@ type ReminderOptions struct {
 
 // ReminderReport says what a pass did.
 type ReminderReport struct {
-	Events    int    `json:"events"` // eligible indexed events in the window
-	Created   int    `json:"created"`
-	Updated   int    `json:"updated"`
-	Unchanged int    `json:"unchanged"`
-	Skipped   string `json:"skipped,omitempty"` // why the pass produced nothing (no index, …)
+	Events    int `json:"events"` // eligible indexed events in the window
+	Created   int `json:"created"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	// Migrated counts legacy UID/start reminders moved onto their stable
+	// calendar:<refId> key; Unresolved lists legacy keys left as they are
+	// because they match no single event or share one with another key.
+	Migrated       int      `json:"migrated,omitempty"`
+	Unresolved     []string `json:"unresolved,omitempty"`
+	MigrationError string   `json:"migrationError,omitempty"`
+	Skipped        string   `json:"skipped,omitempty"` // why the pass produced nothing (no index, …)
 }
 
 // reminderEvent is one indexed row the reminders read.
@@ -78,6 +88,11 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 	if err != nil {
 		rep.Skipped = err.Error()
 		return rep, nil
+	}
+	// A failed migration leaves the legacy rows as they are for the next
+	// pass; it never stops the reminders (nor the mail scan after them).
+	if rep.Migrated, rep.Unresolved, err = s.migrateLegacyReminders(ctx, db); err != nil {
+		rep.MigrationError = err.Error()
 	}
 	rep.Events = len(events)
 	items := make([]Item, len(events))
@@ -181,4 +196,145 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	}
 	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
 		DueAt: &start, SourceAt: src, fill: fill}
+}
+
+// legacyReminder is a reminder keyed calendar:<UID>/<start> by earlier
+// versions, from before the index gave events a stable refId: start is the
+// event's start in Unix seconds or RFC 3339.
+type legacyReminder struct {
+	id    int64
+	key   string
+	uid   string
+	start int64
+}
+
+// parseLegacyKey splits a legacy key; ok is false for a stable one.
+func parseLegacyKey(key string) (uid string, start int64, ok bool) {
+	rest, found := strings.CutPrefix(key, "calendar:")
+	i := strings.LastIndexByte(rest, '/')
+	if !found || i <= 0 {
+		return "", 0, false
+	}
+	uid, at := rest[:i], rest[i+1:]
+	if n, err := strconv.ParseInt(at, 10, 64); err == nil {
+		return uid, n, true
+	}
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		return uid, t.Unix(), true
+	}
+	return "", 0, false
+}
+
+// migrateLegacyReminders moves each uniquely identifiable legacy UID/start
+// reminder onto calendar:<refId>, keeping its review status, so the pass
+// that follows updates it instead of creating a duplicate. The legacy UID
+// resolves through the index's current UIDs and its UID aliases (an event
+// whose UID changed since); among several events with that identity the one
+// starting at the legacy start is taken. A key matching no event, several
+// events, or the same event as another legacy key (or an existing stable
+// reminder) is left alone: duplicates are never merged by guess.
+func (s *Store) migrateLegacyReminders(ctx context.Context, index *sql.DB) (int, []string, error) {
+	// Stable keys are hex refIds (<parent>/<recurrence-id> for an edited
+	// occurrence, which the index knows), so only keys with a '/' can be legacy.
+	rows, err := s.db.QueryContext(ctx, `SELECT id, source_key FROM items INDEXED BY items_source_state
+		WHERE source_key >= 'calendar:' AND source_key < 'calendar;' AND instr(source_key, '/') > 0`)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read legacy reminders: %w", err)
+	}
+	var legacy []legacyReminder
+	for rows.Next() {
+		var l legacyReminder
+		if err := rows.Scan(&l.id, &l.key); err != nil {
+			rows.Close()
+			return 0, nil, fmt.Errorf("read legacy reminders: %w", err)
+		}
+		var ok bool
+		if l.uid, l.start, ok = parseLegacyKey(l.key); ok {
+			legacy = append(legacy, l)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(legacy) == 0 {
+		return 0, nil, err
+	}
+	target := map[int64]string{} // legacy id → stable key
+	claims := map[string]int{}   // stable key → legacy keys resolving to it
+	var unresolved []string
+	for _, l := range legacy {
+		var known int
+		index.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE ref_id = ?`, strings.TrimPrefix(l.key, "calendar:")).Scan(&known)
+		if known > 0 {
+			continue // an occurrence's stable key
+		}
+		ref, err := resolveLegacy(ctx, index, l)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ref == "" {
+			unresolved = append(unresolved, l.key)
+			continue
+		}
+		target[l.id] = "calendar:" + ref
+		claims["calendar:"+ref]++
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("migrate legacy reminders: %w", err)
+	}
+	defer tx.Rollback()
+	migrated := 0
+	for _, l := range legacy {
+		key, ok := target[l.id]
+		if !ok {
+			continue
+		}
+		var taken int
+		tx.QueryRowContext(ctx, `SELECT count(*) FROM items WHERE source_key = ?`, key).Scan(&taken)
+		if claims[key] > 1 || taken > 0 {
+			unresolved = append(unresolved, l.key)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE items SET source_key = ? WHERE id = ?`, key, l.id); err != nil {
+			return 0, nil, fmt.Errorf("migrate legacy reminder %s: %w", l.key, err)
+		}
+		migrated++
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, nil, fmt.Errorf("migrate legacy reminders: %w", err)
+	}
+	if migrated > 0 {
+		s.audit(ctx, "action.migrated", fmt.Sprintf("%d legacy calendar reminders moved to stable event keys", migrated), audit.RiskLow,
+			map[string]any{"migrated": migrated, "unresolved": unresolved})
+	}
+	sort.Strings(unresolved)
+	return migrated, unresolved, nil
+}
+
+// resolveLegacy returns the refId of the one event l identifies, or "".
+func resolveLegacy(ctx context.Context, index *sql.DB, l legacyReminder) (string, error) {
+	rows, err := index.QueryContext(ctx, `SELECT ref_id, start_at FROM events
+		WHERE uid = ?1 OR ref_id IN (SELECT ref_id FROM uid_aliases WHERE uid = ?1)`, l.uid)
+	if err != nil {
+		return "", fmt.Errorf("resolve legacy reminder %s: %w", l.key, err)
+	}
+	defer rows.Close()
+	var all, atStart []string
+	for rows.Next() {
+		var ref string
+		var start int64
+		if err := rows.Scan(&ref, &start); err != nil {
+			return "", fmt.Errorf("resolve legacy reminder %s: %w", l.key, err)
+		}
+		all = append(all, ref)
+		if start == l.start {
+			atStart = append(atStart, ref)
+		}
+	}
+	switch {
+	case len(atStart) == 1:
+		return atStart[0], rows.Err()
+	case len(atStart) == 0 && len(all) == 1: // the event moved since
+		return all[0], rows.Err()
+	}
+	return "", rows.Err()
 }

@@ -31,6 +31,11 @@ func newCalendarIndex(t *testing.T) *calendarIndex {
 
 // put writes one event file (UTC times) with an optional STATUS.
 func (c *calendarIndex) put(uid, summary string, start time.Time, modified time.Time, status string) {
+	c.putFile(uid+".ics", uid, summary, start, modified, status)
+}
+
+// putFile writes the event to a named file (the ICS source's external id).
+func (c *calendarIndex) putFile(file, uid, summary string, start time.Time, modified time.Time, status string) {
 	var b strings.Builder
 	b.WriteString("BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//EN\nBEGIN:VEVENT\nUID:" + uid + "\nSUMMARY:" + summary + "\n")
 	b.WriteString("DTSTART:" + start.UTC().Format("20060102T150405Z") + "\nDTEND:" + start.Add(time.Hour).UTC().Format("20060102T150405Z") + "\n")
@@ -39,7 +44,7 @@ func (c *calendarIndex) put(uid, summary string, start time.Time, modified time.
 		b.WriteString("STATUS:" + status + "\n")
 	}
 	b.WriteString("END:VEVENT\nEND:VCALENDAR\n")
-	if err := os.WriteFile(filepath.Join(c.dir, uid+".ics"), []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, file), []byte(b.String()), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
 }

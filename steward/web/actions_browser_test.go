@@ -47,6 +47,20 @@ func newActionsFixture(t *testing.T) *actionsFixture {
 				h.calls["mcp__mail__reply_email"] = append(h.calls["mcp__mail__reply_email"], string(args))
 				h.mu.Unlock()
 				return agent.ToolResult{Content: "Reply accepted, operation wop_1"}, nil
+			}},
+		// create_flow as the actions MCP server offers it, saving into the same store.
+		agent.ToolFunc{ToolSpec: agent.ToolSpec{Name: "mcp__actions__create_flow",
+			Parameters: json.RawMessage(`{"type":"object","required":["name","trigger","guidance"],"properties":{"name":{"type":"string"},"trigger":{"type":"string"},"guidance":{"type":"string"},"exclusions":{"type":"string"}}}`)},
+			Fn: func(ctx context.Context, args json.RawMessage) (agent.ToolResult, error) {
+				var req actions.FlowRequest
+				if err := json.Unmarshal(args, &req); err != nil {
+					return agent.ToolResult{Content: err.Error(), IsError: true}, nil
+				}
+				fl, err := store.CreateFlow(ctx, actions.FlowFromRequest(req))
+				if err != nil {
+					return agent.ToolResult{Content: err.Error(), IsError: true}, nil
+				}
+				return agent.ToolResult{Content: fmt.Sprintf("Flow %d saved: %s", fl.ID, fl.Name)}, nil
 			}})
 	// The model calls execute_action_step when the chat asks it to.
 	h.provider.Handle(func(req llmtest.Request) llmtest.Reply {
@@ -54,6 +68,11 @@ func newActionsFixture(t *testing.T) *actionsFixture {
 		last, _ := msgs[len(msgs)-1].(map[string]any)
 		content, _ := last["content"].(string)
 		var id, alt, step int
+		if last["role"] == "user" && strings.Contains(content, "Save a flow") {
+			args, _ := json.Marshal(actions.FlowRequest{Name: "Shop receipts", Trigger: "a shop confirms an order I placed",
+				Guidance: "propose filing the receipt in the Purchases wiki page", Exclusions: "subscriptions"})
+			return llmtest.Reply{ToolCalls: []llm.ToolCall{{ID: "flow1", Type: "function", Function: llm.FunctionCall{Name: "mcp__actions__create_flow", Arguments: string(args)}}}}
+		}
 		if last["role"] == "user" {
 			if _, err := fmt.Sscanf(content[strings.Index(content, "Execute step"):], "Execute step %d of alternative %d of Action Center item #%d", &step, &alt, &id); err == nil {
 				args, _ := json.Marshal(map[string]int{"id": id, "alternative": alt, "step": step})
@@ -248,6 +267,43 @@ func TestBrowserActionCenter(t *testing.T) {
 		if it, _ := f.store.Get(ctx, id); it.Status != actions.StatusRead {
 			t.Errorf("opened item status %s", it.Status)
 		}
+	})
+	t.Run("a flow is saved through its dedicated card, with the user's edits", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.Navigate(h.url()))
+		b.send("Save a flow for shop receipts like the steps I just described")
+		id := b.pendingApproval()
+		sel := func(rest string) string { return fmt.Sprintf(`.flow-card[data-approval-id=%s] %s`, js(id), rest) }
+		b.wait(fmt.Sprintf(`document.querySelector(%s)?.value === 'Shop receipts'`, js(sel(`[name=name]`))))
+		for field, want := range map[string]string{"trigger": "a shop confirms an order I placed", "guidance": "propose filing the receipt in the Purchases wiki page", "exclusions": "subscriptions"} {
+			if got := eval[string](b, fmt.Sprintf(`document.querySelector(%s).value`, js(sel(`[name=`+field+`]`)))); got != want {
+				t.Errorf("%s prefilled %q, want %q", field, got, want)
+			}
+		}
+		if fl, _ := f.store.Flows(ctx, false); len(fl) != 0 {
+			t.Fatalf("a flow was saved before approval: %+v", fl)
+		}
+		// A required field left empty is refused on the card; nothing is sent.
+		b.setValue(sel(`[name=guidance]`), "  ")
+		b.click(fmt.Sprintf(`.flow-card[data-approval-id=%s]`, js(id)), "Save flow")
+		b.wait(fmt.Sprintf(`document.querySelector(%s).textContent === 'Guidance is required.'`, js(sel(`.error`))))
+		if st := eval[string](b, fmt.Sprintf(`document.querySelector('.flow-card[data-approval-id=%s]').dataset.state`, js(id))); st != "pending" {
+			t.Fatalf("card state %s after an invalid save", st)
+		}
+		b.setValue(sel(`[name=name]`), "Receipts from shops")
+		b.wait(fmt.Sprintf(`document.querySelector(%s).textContent === ''`, js(sel(`.error`))))
+		b.setValue(sel(`[name=guidance]`), "propose filing the receipt and adding the amount to the budget")
+		b.shot("actions-flow-card-desktop")
+		b.click(fmt.Sprintf(`.flow-card[data-approval-id=%s]`, js(id)), "Save flow")
+		b.lastAssistant("Receipts from shops")
+		fl, err := f.store.Flows(ctx, false)
+		if err != nil || len(fl) != 1 || fl[0].Name != "Receipts from shops" || fl[0].Guidance != "propose filing the receipt and adding the amount to the budget" ||
+			fl[0].Trigger != "a shop confirms an order I placed" || fl[0].Exclusions != "subscriptions" || fl[0].Version != 1 {
+			t.Fatalf("saved flows %+v %v", fl, err)
+		}
+		b.wait(fmt.Sprintf(`document.querySelector('.flow-card[data-approval-id=%s]').dataset.state === 'resolved' &&
+			document.querySelector(%s)?.textContent === 'Receipts from shops'`, js(id), js(sel(`dd[data-field=name]`))))
+		b.allLabelled("flow card")
 	})
 	t.Run("the System page switches calendar reminders and the language", func(t *testing.T) {
 		b.t = t

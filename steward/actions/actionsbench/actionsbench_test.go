@@ -2,7 +2,10 @@ package actionsbench
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
+
+	"github.com/agentstack/agentstack/steward/actions"
 )
 
 // TestBenchSmoke runs every case at a small scale and checks the figures
@@ -21,5 +24,82 @@ func TestBenchSmoke(t *testing.T) {
 	s := rep.Scan
 	if s == nil || s.Report.Analysed > 50 || s.Report.Pool == 0 || s.ModelCalls != int64(s.Report.ModelCalls) || s.Report.Analysed == 0 {
 		t.Fatalf("scan %+v %+v", s, s.Report)
+	}
+}
+
+// BenchmarkList profiles Store.List alone over 100,000 items
+// (go test -bench List -cpuprofile).
+func BenchmarkList(b *testing.B) {
+	ctx := context.Background()
+	store, err := actions.Open(ctx, filepath.Join(b.TempDir(), "actions.db"), actions.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	if err := fill(ctx, store.DB(), 100000); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := store.List(ctx, actions.ListOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReminders profiles a creating and an unchanged pass over 10,000 events.
+func BenchmarkReminders(b *testing.B) {
+	ctx := context.Background()
+	o := Options{Dir: b.TempDir(), Events: 10000}
+	for b.Loop() {
+		var rep Report
+		if err := reminderCase(ctx, &o, &rep); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rep.Reminders.FirstCPUMs, "firstCPUms")
+		b.ReportMetric(rep.Reminders.UnchangedCPUMs, "unchangedCPUms")
+		b.Logf("first %.0f ms (CPU %.0f), unchanged %.0f ms (CPU %.0f)", rep.Reminders.FirstMs, rep.Reminders.FirstCPUMs, rep.Reminders.UnchangedMs, rep.Reminders.UnchangedCPUMs)
+	}
+}
+
+// BenchmarkListCase runs the list case as steward bench actions does and
+// reports both engines' medians (build with -tags 'csqlite fts5').
+func BenchmarkListCase(b *testing.B) {
+	o := Options{Dir: b.TempDir(), Items: 100000, Samples: 200}
+	for b.Loop() {
+		var rep Report
+		if err := listCase(context.Background(), &o, &rep); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rep.List.Go.Median, "goMs")
+		if rep.List.C != nil {
+			b.ReportMetric(rep.List.C.Median, "cMs")
+			b.ReportMetric(rep.List.Ratio, "ratio")
+		}
+	}
+}
+
+// BenchmarkUnchangedPass profiles the steady state: a reminder pass over
+// 10,000 events that all have their reminders already.
+func BenchmarkUnchangedPass(b *testing.B) {
+	ctx := context.Background()
+	o := Options{Dir: b.TempDir(), Events: 10000}
+	idx, now, err := calendarIndex(ctx, &o, filepath.Join(o.Dir, "calendar"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := actions.Open(ctx, filepath.Join(o.Dir, "actions.db"), actions.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	ro := actions.ReminderOptions{IndexPath: idx, Now: now}
+	if _, err := store.CalendarReminders(ctx, ro); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := store.CalendarReminders(ctx, ro)
+		if err != nil || r.Unchanged != o.Events {
+			b.Fatal(r, err)
+		}
 	}
 }

@@ -157,6 +157,7 @@ const VERDICT_TEXT = {
 // schema) while pending, or the transcript's approval entry afterwards.
 // respond(decision, {args, note}) sends approval.respond.
 export function approvalCard(req, { pending, respond }) {
+  if (req.tool === FLOW_TOOL) return flowCard(req, { pending, respond });
   const el = h('article', { class: 'card approval-card', dataset: { approvalId: req.approvalId, callId: req.callId || '' },
     'aria-label': `Approval for ${req.tool}` });
   const body = h('div', { class: 'approval-body' });
@@ -180,21 +181,27 @@ function argList(args) {
   return h('dl', { class: 'args' }, Object.entries(obj).map(([k, v]) => [h('dt', null, k), h('dd', null, typeof v === 'string' ? v : json(v))]));
 }
 
-function renderActions(el, body, req, pending, respond) {
-  clear(body);
-  el.dataset.state = pending ? 'pending' : 'resolved';
-  if (!pending) return;
-  const note = (decision, label, placeholder) => () => {
+// noteOpener returns a click handler that replaces body with a note form
+// for a deny or revise decision; Cancel calls back.
+function noteOpener(body, respond, back) {
+  return (decision, label, placeholder) => () => {
     const ta = h('textarea', { rows: 2, placeholder, 'aria-label': `Note for ${label.toLowerCase()}` });
     const form = h('form', { class: 'note-form', 'on:submit': (e) => {
       e.preventDefault();
       respond(decision, { note: ta.value.trim() });
     } }, ta, h('div', { class: 'actions' },
       h('button', { type: 'submit', class: decision === 'deny' ? 'danger' : 'primary' }, label),
-      h('button', { type: 'button', 'on:click': () => renderActions(el, body, req, true, respond) }, 'Cancel')));
+      h('button', { type: 'button', 'on:click': back }, 'Cancel')));
     clear(body).append(form);
     ta.focus();
   };
+}
+
+function renderActions(el, body, req, pending, respond) {
+  clear(body);
+  el.dataset.state = pending ? 'pending' : 'resolved';
+  if (!pending) return;
+  const note = noteOpener(body, respond, () => renderActions(el, body, req, true, respond));
   body.append(h('div', { class: 'actions' },
     h('button', { type: 'button', class: 'primary', 'on:click': () => respond('approve', {}) }, 'Approve'),
     h('button', { type: 'button', 'on:click': () => clear(body).append(editForm(req, respond, () => renderActions(el, body, req, true, respond))) }, 'Edit…'),
@@ -307,6 +314,76 @@ function field(key, prop, value, required, approvalId) {
     input,
     prop.description ? h('small', { class: 'muted' }, prop.description) : null);
   return { key, el, read };
+}
+
+// FLOW_TOOL is the Action Center's create_flow as the agent names it.
+const FLOW_TOOL = 'mcp__actions__create_flow';
+
+const FLOW_FIELDS = [
+  { key: 'name', label: 'Name', required: true, hint: 'A short name you will recognise in the flow list.' },
+  { key: 'trigger', label: 'Triggering situation', required: true, long: true, hint: 'When this applies, e.g. “a purchase confirmation from a shop”.' },
+  { key: 'guidance', label: 'Guidance', required: true, long: true, hint: 'What Steward should propose when it applies.' },
+  { key: 'exclusions', label: 'Exclusions', long: true, hint: 'When it must not apply (optional).' },
+];
+
+// flowCard is create_flow's dedicated approval: the user reads and edits the
+// procedure's name, triggering situation, guidance and exclusions, then saves
+// it (approve with the edited fields) or declines. Nothing is saved before.
+function flowCard(req, { pending, respond }) {
+  let args = (req.args && typeof req.args === 'object') ? req.args : {};
+  if (typeof req.args === 'string') {
+    try {
+      args = JSON.parse(req.args);
+    } catch { /* shown empty */ }
+  }
+  const el = h('article', { class: 'card approval-card flow-card', dataset: { approvalId: req.approvalId, callId: req.callId || '' },
+    'aria-label': 'Approval for a new flow' });
+  const body = h('div', { class: 'approval-body' });
+  const outcome = h('p', { class: 'outcome', role: 'status' });
+  el.append(h('header', null, icon('shield'), ' ', h('strong', null, 'Save this flow?')),
+    h('p', { class: 'muted small' }, 'A flow guides future Action Center proposals when its situation comes up again. ' +
+      'It never sends or changes anything by itself: every step it suggests still asks you.'),
+    body, outcome);
+  const render = (p) => {
+    clear(body);
+    el.dataset.state = p ? 'pending' : 'resolved';
+    if (!p) {
+      body.append(h('dl', { class: 'args flow-fields' }, FLOW_FIELDS.map((f) => [h('dt', null, f.label), h('dd', { dataset: { field: f.key } }, args[f.key] || '—')])));
+      return;
+    }
+    const inputs = FLOW_FIELDS.map((f) => {
+      const id = `flow-${req.approvalId}-${f.key}`.replace(/[^\w-]/g, '_');
+      const input = f.long ? h('textarea', { id, name: f.key, rows: 3 }) : h('input', { id, name: f.key, type: 'text' });
+      input.value = typeof args[f.key] === 'string' ? args[f.key] : '';
+      return { f, input, el: h('div', { class: 'field' }, h('label', { for: id }, f.label, f.required ? '' : ' (optional)'), input, h('small', { class: 'muted' }, f.hint)) };
+    });
+    const error = h('p', { class: 'error', role: 'alert' });
+    const note = noteOpener(body, respond, () => render(true));
+    body.append(h('form', { class: 'edit-form flow-form', 'on:input': () => { error.textContent = ''; }, 'on:submit': (e) => {
+      e.preventDefault();
+      const out = {};
+      for (const { f, input } of inputs) {
+        const v = input.value.trim();
+        if (f.required && !v) {
+          error.textContent = `${f.label} is required.`;
+          input.focus();
+          return;
+        }
+        out[f.key] = v;
+      }
+      const edited = FLOW_FIELDS.some(({ key }) => out[key] !== (typeof args[key] === 'string' ? args[key].trim() : ''));
+      args = out;
+      respond('approve', edited ? { args: out } : {});
+    } }, inputs.map((i) => i.el), error,
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit', class: 'primary' }, 'Save flow'),
+      h('button', { type: 'button', class: 'danger', 'on:click': note('deny', 'Don’t save', 'Why not? (optional)') }, 'Don’t save…'),
+      h('button', { type: 'button', 'on:click': note('revise', 'Request revision', 'What should change?') }, 'Request revision…'))),
+    req.expiresAt ? h('p', { class: 'muted small' }, `Expires ${fmtTime(req.expiresAt)}`) : null);
+  };
+  el.setPending = render;
+  render(pending);
+  return el;
 }
 
 // questionCard renders an ask_user question with its options and a free answer.
