@@ -128,9 +128,9 @@ func (r *Repo) enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
 		if opts.Parent == "" {
 			return t, fmt.Errorf("no private ref %s and no parent to start it from", ref)
 		}
-		p, err := r.Lookup(ctx, opts.Parent)
-		if err != nil {
-			return t, err
+		p, perr := r.Lookup(ctx, opts.Parent)
+		if perr != nil {
+			return t, perr
 		}
 		if err := r.updateRef(ctx, ref, p.Commit, zeroOID, "saivage: enter "+opts.Card+" from "+opts.Parent); err != nil {
 			return t, err

@@ -103,7 +103,8 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 		}
 		r.excluded = append(r.excluded, strings.TrimSuffix(c, "/"))
 	}
-	if rel, err := filepath.Rel(r.dir, r.workDir); err == nil && !strings.HasPrefix(rel, "..") && !r.isExcluded(filepath.ToSlash(rel)) {
+	if rel, err := filepath.Rel(r.dir, r.workDir); err == nil && !strings.HasPrefix(rel, "..") && !r.isExcluded(filepath.ToSlash(rel)) &&
+		!strings.HasPrefix(r.workDir+"/", r.gitDir+"/") {
 		return nil, fmt.Errorf("open git source: work directory %s is inside the checkout but not excluded", r.workDir)
 	}
 	qctx, cancel := r.queryContext(ctx)
@@ -289,7 +290,7 @@ func (r *Repo) head(ctx context.Context) (OID, string, error) {
 
 // tuple resolves a ref (or commit) to a tuple.
 func (r *Repo) tuple(ctx context.Context, ref string) (Tuple, error) {
-	out, res, err := r.runCode(ctx, Command{Args: []string{"rev-parse", "-q", "--verify", "--end-of-options", ref + "^{commit}", ref + "^{tree}"}})
+	out, res, err := r.runCode(ctx, Command{Args: []string{"rev-parse", ref + "^{commit}", ref + "^{tree}"}})
 	if err != nil {
 		return Tuple{}, err
 	}
