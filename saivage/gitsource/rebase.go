@@ -193,9 +193,10 @@ func (r *Repo) returnSnapshot(ctx context.Context, snap Snapshot) (Tuple, error)
 	if q, _, err := r.head(ctx); err != nil || q != snap.Detached {
 		return Tuple{}, fmt.Errorf("HEAD moved from the stopped rebase's %s (%s, %v)", short(snap.Detached), short(q), err)
 	}
-	// Normalize: drop the conflict stages so that the abort starts from a
-	// plain index, then abort exactly once.
-	if _, err := r.run(ctx, Command{Args: []string{"read-tree", "--reset", string(snap.Detached)}}); err != nil {
+	// Normalize: the real index becomes the snapshot (no conflict stages,
+	// every eligible file tracked, so the abort's reset neither refuses nor
+	// leaves strays), then abort exactly once.
+	if _, err := r.run(ctx, Command{Args: []string{"read-tree", "--reset", string(snap.Tree)}}); err != nil {
 		return Tuple{}, fmt.Errorf("normalize the real index: %w", err)
 	}
 	if _, err := r.run(ctx, Command{Args: []string{"rebase", "--abort"}}); err != nil {
