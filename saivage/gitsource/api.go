@@ -206,10 +206,10 @@ type DeliveryState struct {
 // differs from Original after a repeated interruption), Native the checkout's HEAD when the native rebase
 // started, Detached the detached HEAD the stopped rebase left.
 type Snapshot struct {
-	Card     string   `json:"card"`
-	Parent   string   `json:"parent"`
-	Original OID      `json:"original"`
-	Tip      OID      `json:"tip"` // the card tip this replay started from
+	Card     string `json:"card"`
+	Parent   string `json:"parent"`
+	Original OID    `json:"original"`
+	Tip      OID    `json:"tip"` // the card tip this replay started from
 
 	Current  OID      `json:"current"`
 	Native   OID      `json:"native"`
