@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,7 +117,8 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 }
 
 // baseEnv is the environment of every Git child: the caller's environment
-// without any GIT_* variable, plus the engine's fixed settings.
+// without any GIT_* variable but the four identity ones and the global
+// configuration switches, plus the engine's fixed settings.
 func baseEnv(opts Options) []string {
 	environ := os.Environ
 	if opts.Environ != nil {
@@ -124,7 +126,8 @@ func baseEnv(opts Options) []string {
 	}
 	var env []string
 	for _, kv := range environ() {
-		if strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "GIT_CONFIG_GLOBAL=") && !strings.HasPrefix(kv, "GIT_CONFIG_NOSYSTEM=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "GIT_") && !slices.Contains(keptGitEnv, k) {
 			continue
 		}
 		if strings.HasPrefix(kv, "LC_ALL=") || strings.HasPrefix(kv, "LANGUAGE=") {
@@ -142,6 +145,10 @@ func baseEnv(opts Options) []string {
 	}
 	return env
 }
+
+// keptGitEnv are the GIT_* variables Git children inherit.
+var keptGitEnv = []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+	"GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"}
 
 // checkVersion parses `git version` output and compares it with
 // MinGitVersion.
