@@ -228,6 +228,9 @@ func TestCheckMissingObjectAndDeadline(t *testing.T) {
 	}
 	// The deadline is shared by the check's queries: an exhausted one fails
 	// the check with a killed command, not a partial observation.
+	if d := openRepo(t, dir, func(o *Options) { o.QueryDeadline = 0 }).opts.QueryDeadline; d != QueryDeadline {
+		t.Fatalf("default deadline %v", d)
+	}
 	r2 := openRepo(t, dir)
 	r2.opts.QueryDeadline = time.Nanosecond
 	main, _ := r.tuple(context.Background(), "main")
