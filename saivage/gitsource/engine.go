@@ -163,11 +163,7 @@ func (r *Repo) switchTree(ctx context.Context, target Tuple, verified OID) (bool
 	if obs.Clean() {
 		return false, nil
 	}
-	head, _, err := r.head(ctx)
-	if err != nil {
-		return false, err
-	}
-	cur, err := r.tuple(ctx, string(head))
+	cur, err := r.headTuple(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -281,11 +277,7 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 	if c.Commit != opts.Reviewed {
 		return d, &UnreviewedError{Card: opts.Child, Reviewed: opts.Reviewed, Tip: c.Commit}
 	}
-	head, _, err := r.head(ctx)
-	if err != nil {
-		return d, err
-	}
-	cur, err := r.tuple(ctx, string(head))
+	cur, err := r.headTuple(ctx)
 	if err != nil {
 		return d, err
 	}

@@ -132,14 +132,11 @@ func (r *Repo) snapshotRebase(ctx context.Context, card string) (Snapshot, error
 	if err != nil {
 		return Snapshot{}, err
 	}
-	q, _, err := r.head(ctx)
+	qt, err := r.headTuple(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	qt, err := r.tuple(ctx, string(q))
-	if err != nil {
-		return Snapshot{}, err
-	}
+	q := qt.Commit
 	paths, err := r.unmerged(ctx)
 	if err != nil {
 		return Snapshot{}, err

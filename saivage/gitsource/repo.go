@@ -292,6 +292,17 @@ func (r *Repo) head(ctx context.Context) (OID, string, error) {
 	return OID(f[0]), f[1], nil
 }
 
+// headTuple is the tuple of the commit HEAD names (no Ref).
+func (r *Repo) headTuple(ctx context.Context) (Tuple, error) {
+	head, _, err := r.head(ctx)
+	if err != nil {
+		return Tuple{}, err
+	}
+	t, err := r.tuple(ctx, string(head))
+	t.Ref = ""
+	return t, err
+}
+
 // tuple resolves a ref (or commit) to a tuple.
 func (r *Repo) tuple(ctx context.Context, ref string) (Tuple, error) {
 	out, res, err := r.runCode(ctx, Command{Args: []string{"rev-parse", ref + "^{commit}", ref + "^{tree}"}})
