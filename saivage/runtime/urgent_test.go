@@ -15,16 +15,15 @@ import (
 
 var hang = llmtest.Reply{Content: "…", Delay: time.Hour}
 
-// waitActive waits until chain is active and its leaf's Planner call has
-// reached the scripted provider: the runtime counts a call in flight before
-// its request is sent, and an urgent stop landing in between would make the
-// replacement's call, not this one, take the leaf's hanging reply.
-func (e *env) waitActive(chain ...string) {
+// waitActive waits until chain is active and the hanging caller's call
+// (its first) has reached the scripted provider: the runtime counts a call
+// in flight before its request is sent, and an urgent stop landing in
+// between would let a replacement's call take the hanging reply instead.
+func (e *env) waitActive(caller string, chain ...string) {
 	e.t.Helper()
-	leaf := "planner@" + chain[len(chain)-1]
 	e.waitFor("the active chain", func() bool {
 		st := e.rt.Status()
-		return slices.Equal(st.Activations, chain) && st.ModelCallsInFlight == 1 && e.script.Count(leaf) == 1
+		return slices.Equal(st.Activations, chain) && st.ModelCallsInFlight == 1 && e.script.Count(caller) == 1
 	})
 }
 
@@ -46,7 +45,7 @@ func TestUrgentInterruptsDescendants(t *testing.T) {
 	if err := e.rt.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitActive("project", "project.a")
+	e.waitActive("planner@project.a", "project", "project.a")
 	res, err := e.rt.UrgentNotify(ctx, "project.a", "operator", "Stop: the brief is wrong.")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +81,7 @@ func TestUrgentRootReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := e.rt.Status().RunID
-	e.waitActive("project")
+	e.waitActive("planner@project", "project")
 	res, err := e.rt.UrgentNotify(ctx, "project", "operator", "Change of plan.")
 	if err != nil || res.Owner != "project" || !slices.Equal(res.Stopped, []string{"project"}) {
 		t.Fatalf("urgent = %+v %v", res, err)
@@ -123,7 +122,7 @@ func TestUrgentSuppressed(t *testing.T) {
 	if err := e.rt.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitActive("project", "project.a")
+	e.waitActive("planner@project.a", "project", "project.a")
 	if err := e.rt.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +278,7 @@ func TestUrgentJoinEdges(t *testing.T) {
 			if err := e.rt.Run(ctx); err != nil {
 				t.Fatal(err)
 			}
-			e.waitActive("project", "project.a", "project.a.a")
+			e.waitActive("executor@project.a.a", "project", "project.a", "project.a.a")
 			res, err := e.rt.UrgentNotify(ctx, tt.target, "operator", "Stop: the brief changed.")
 			if err != nil {
 				t.Fatal(err)
