@@ -47,11 +47,6 @@ func TestEveryShippedToolIsProvided(t *testing.T) {
 		switch n {
 		case "emit_result": // generated per node by the runtime
 			continue
-		case "checkpoint_source": // refused at compile time (native Git workflow)
-			if slices.Contains(workflow.KnownTools(), n) {
-				t.Errorf("%s is offered for configuration but this build refuses it", n)
-			}
-			continue
 		}
 		if !slices.Contains(provided, n) {
 			t.Errorf("shipped tool %s has no implementation", n)
