@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/procgroup"
 )
 
 // Output and wait limits of managed processes.
@@ -248,13 +249,7 @@ func (r *Processes) Kill(id string) error {
 	}
 	// Group members that outlived the leader are killed too; wait briefly
 	// until none is left.
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	for range 100 {
-		if !groupAlive(p.pgid) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	procgroup.Kill(p.pgid)
 	return nil
 }
 
@@ -280,36 +275,6 @@ func GlobalScope(agent string) string { return "global:" + agent }
 
 // IsCardScope reports whether a process scope belongs to a card.
 func IsCardScope(scope string) bool { return !strings.HasPrefix(scope, "global:") }
-
-// groupAlive reports whether members of the process group still run
-// (zombies waiting to be reaped do not count).
-func groupAlive(pgid int) bool {
-	if syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" && fields[0] != "X" {
-			return true
-		}
-	}
-	return false
-}
 
 // Output is the shown part of a process's captured output.
 type Output struct {
@@ -364,7 +329,7 @@ func (r *Processes) readOutput(p Process, display string, redact func(string) st
 			out.Tail = clip(redact(normalizeOutput(tail[:m])), HeadBytes, HeadLines, true)
 		}
 	}
-	out.Complete = p.State != ProcRunning && !groupAlive(p.pgid)
+	out.Complete = p.State != ProcRunning && !procgroup.Alive(p.pgid)
 	return out
 }
 
@@ -434,7 +399,7 @@ func (env *Env) processResult(p Process, note string) agent.ToolResult {
 	res := processResult{ProcessID: p.ID, Command: p.Command, Cwd: env.display(p.Cwd), State: p.State, ExitCode: p.ExitCode,
 		Signal: p.Signal, DurationMS: end.Sub(p.StartedAt).Milliseconds(), Note: note,
 		Output: env.Processes.readOutput(p, env.display(p.Capture), env.redact)}
-	res.GroupAlive = p.State != ProcRunning && groupAlive(p.pgid)
+	res.GroupAlive = p.State != ProcRunning && procgroup.Alive(p.pgid)
 	res.Command = env.redact(res.Command)
 	b, _ := json.Marshal(res)
 	for len(b) > MaxResultBytes && len(res.Command) > 0 {
