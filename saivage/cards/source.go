@@ -53,31 +53,23 @@ type SourceCorrection struct {
 	Reason   string   `json:"reason"`
 }
 
-// SourceView is the safe read-model projection of SourceFacts: commit ids
-// as they are, the ref text redacted to its kind.
-type SourceView struct {
-	Ref            string            `json:"ref"`
-	Base           string            `json:"base"`
-	Tip            string            `json:"tip"`
-	Tree           string            `json:"tree"`
-	Delivered      string            `json:"delivered,omitempty"`
-	Branch         string            `json:"branch,omitempty"`
-	DeliveryBranch bool              `json:"delivery_branch_commissioned,omitempty"`
-	PolicyDigest   string            `json:"policy_digest,omitempty"`
-	Held           string            `json:"held,omitempty"`
-	Correction     *SourceCorrection `json:"correction,omitempty"`
-}
-
 // RedactedRef replaces private ref text in read models.
 const RedactedRef = "[private ref]"
 
-// View projects the facts for read models (nil stays nil).
-func (f *SourceFacts) View() *SourceView {
-	if f == nil {
-		return nil
+// ReadModel is the card as read models (operator API, cockpit, agent
+// tools) show it: source commit ids as they are, the private ref text
+// redacted.
+func (c Card) ReadModel() Card {
+	if c.Git != nil {
+		g := *c.Git
+		g.Ref = RedactedRef
+		if g.Correction != nil {
+			corr := *g.Correction
+			g.Correction = &corr
+		}
+		c.Git = &g
 	}
-	return &SourceView{Ref: RedactedRef, Base: f.Base, Tip: f.Tip, Tree: f.Tree, Delivered: f.Delivered, Branch: f.Branch,
-		DeliveryBranch: f.DeliveryBranch != "", PolicyDigest: f.PolicyDigest, Held: f.Held, Correction: f.Correction}
+	return c
 }
 
 func validOID(s string) bool {

@@ -1,0 +1,101 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentstack/agentstack/saivage/cards"
+	"github.com/agentstack/agentstack/saivage/gitsource"
+	"github.com/agentstack/agentstack/saivage/workflow"
+)
+
+// SourceOptions configures OpenSource.
+type SourceOptions struct {
+	// AfterStep is called after each durable Git step (tests, progress).
+	AfterStep func(gitsource.Step)
+	// Environ is the base environment of Git children.
+	Environ func() []string
+}
+
+// OpenSource opens the project checkout for the compiled Git policy.
+func OpenSource(ctx context.Context, root string, pol *workflow.GitPolicy, o SourceOptions) (*gitsource.Repo, error) {
+	repo, err := gitsource.Open(ctx, gitsource.Options{Dir: root, DeliveryBranch: pol.DeliveryBranch, Namespace: pol.RefNamespace,
+		ExcludedPaths: pol.ExcludedPaths, AfterStep: o.AfterStep, Environ: o.Environ,
+		Identity: gitsource.Identity{Name: "Saivage", Email: "saivage@localhost"}})
+	if err != nil {
+		return nil, fmt.Errorf("open the Git checkout %s: %w", root, err)
+	}
+	return repo, nil
+}
+
+// commissioning is fresh bootstrap's native Git part: qualify before any
+// generated namespace, commission once the root's sessions and the
+// Analyst exist.
+type commissioning struct {
+	repo *gitsource.Repo
+	pol  *workflow.GitPolicy
+	q    gitsource.Qualification
+}
+
+// qualify checks a clean explicit delivery branch and an absent root ref.
+// A dirty checkout is refused naming its paths.
+func (p *Project) qualify(ctx context.Context) (*commissioning, error) {
+	pol := p.Workflows.Git()
+	if pol == nil {
+		return nil, nil
+	}
+	repo, err := OpenSource(ctx, p.Root, pol, SourceOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("commissioning refused: %w", err)
+	}
+	q, err := repo.Qualify(ctx, cards.RootID)
+	if err != nil {
+		return nil, fmt.Errorf("commissioning refused (nothing was changed): %w", err)
+	}
+	return &commissioning{repo: repo, pol: pol, q: q}, nil
+}
+
+// commission creates the root's private ref and returns its facts.
+func (cm *commissioning) commission(ctx context.Context) func() (*cards.SourceFacts, error) {
+	return func() (*cards.SourceFacts, error) {
+		t, err := cm.repo.Commission(ctx, cards.RootID, cm.q)
+		if err != nil {
+			return nil, fmt.Errorf("commission the delivery branch %s: %w", cm.pol.DeliveryBranch, err)
+		}
+		return &cards.SourceFacts{Ref: t.Ref, Base: string(cm.q.Commit), Tip: string(t.Commit), Tree: string(t.Tree),
+			DeliveryBranch: cm.pol.DeliveryBranch, PolicyDigest: cm.pol.Digest}, nil
+	}
+}
+
+// ignoreGenerated makes Git ignore .saivage/ in the checkout's local
+// exclude file (.git/info/exclude): a commissioned checkout must stay
+// clean, so the tracked .gitignore is not edited.
+func ignoreGenerated(root string) error {
+	gitDir := filepath.Join(root, ".git")
+	if fi, err := os.Stat(gitDir); err != nil || !fi.IsDir() {
+		return nil // not a plain checkout (worktree file or no Git): leave it
+	}
+	path := filepath.Join(gitDir, "info", "exclude")
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if t := strings.TrimSpace(line); t == "/.saivage/" || t == ".saivage/" || t == "/.saivage" || t == ".saivage" {
+			return nil
+		}
+	}
+	if len(data) > 0 && !strings.HasSuffix(string(data), "\n") {
+		data = append(data, '\n')
+	}
+	data = append(data, []byte("# Saivage generated state\n/.saivage/\n")...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o666)
+}
