@@ -202,12 +202,15 @@ type DeliveryState struct {
 // Snapshot is a preserved failed rebase (first invocation's result). The
 // four selections stay distinct: Original is the child tip first being
 // replayed (kept across repeated interruptions), Current the parent tip it
-// was replayed onto, Native the checkout's HEAD when the native rebase
+// was replayed onto (Tip is the card tip this replay started from, which
+// differs from Original after a repeated interruption), Native the checkout's HEAD when the native rebase
 // started, Detached the detached HEAD the stopped rebase left.
 type Snapshot struct {
-	Card     string   `json:"card"`
-	Parent   string   `json:"parent"`
-	Original OID      `json:"original"`
+	Card     string `json:"card"`
+	Parent   string `json:"parent"`
+	Original OID    `json:"original"`
+	Tip      OID    `json:"tip"` // the card tip this replay started from
+
 	Current  OID      `json:"current"`
 	Native   OID      `json:"native"`
 	Detached OID      `json:"detached"`

@@ -3,9 +3,11 @@ package gitsource
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 )
-
-var errNotImplemented = errors.New("gitsource: not implemented yet")
 
 // CardRef is the private ref of a card: Namespace/cards/<card>.
 func (r *Repo) CardRef(card string) string { return r.ns + "/cards/" + card }
@@ -14,33 +16,94 @@ func (r *Repo) CardRef(card string) string { return r.ns + "/cards/" + card }
 func (r *Repo) SnapshotRef(card string) string { return r.ns + "/snapshots/" + card }
 
 // OriginalRef holds the child tip first replayed when a card's rebase was
-// first interrupted; it survives repeated interruptions until delivery.
+// first interrupted; it survives repeated interruptions.
 func (r *Repo) OriginalRef(card string) string { return r.ns + "/original/" + card }
+
+// Branch is the delivery branch's full ref name (refs/heads/<D>).
+func (r *Repo) Branch() string { return r.branch }
 
 // CheckDelivery verifies that HEAD is attached to the delivery branch and the
 // checkout (index and files) matches its tip exactly; a dirty checkout is a
 // *DirtyError naming the paths. Reset preflights with it.
 func (r *Repo) CheckDelivery(ctx context.Context) (Qualification, error) {
-	return Qualification{}, errNotImplemented
+	if r.rebaseInProgress() {
+		return Qualification{}, &RebaseInProgressError{}
+	}
+	_, headRef, err := r.head(ctx)
+	if err != nil {
+		return Qualification{}, err
+	}
+	if headRef != r.branch {
+		if headRef == "" {
+			headRef = "a detached HEAD"
+		}
+		return Qualification{}, fmt.Errorf("check delivery branch: the checkout is on %s, not on the delivery branch %s", headRef, r.branch)
+	}
+	t, err := r.tuple(ctx, r.branch)
+	if err != nil {
+		return Qualification{}, fmt.Errorf("check delivery branch: %w", err)
+	}
+	obs, err := r.Check(ctx, t)
+	if err != nil {
+		return Qualification{}, err
+	}
+	if !obs.Clean() {
+		return Qualification{}, &DirtyError{What: "delivery branch " + r.opts.DeliveryBranch, Observation: obs}
+	}
+	return Qualification{Branch: r.branch, Commit: t.Commit, Tree: t.Tree}, nil
 }
 
 // Qualify is commissioning's first step: a clean explicit delivery branch
 // (CheckDelivery) and the root's private ref proven absent. It writes
 // nothing.
 func (r *Repo) Qualify(ctx context.Context, root string) (Qualification, error) {
-	return Qualification{}, errNotImplemented
+	q, err := r.CheckDelivery(ctx)
+	if err != nil {
+		return q, fmt.Errorf("qualify commissioning: %w", err)
+	}
+	q.RootRef = r.CardRef(root)
+	c, err := r.revParse(ctx, q.RootRef)
+	if err != nil {
+		return q, fmt.Errorf("qualify commissioning: %w", err)
+	}
+	if c != "" {
+		return q, &RefExistsError{Ref: q.RootRef, Commit: c}
+	}
+	return q, nil
 }
 
 // Commission reconsumes the qualification (the branch still at the same tip,
 // the checkout still clean, the root ref still absent), creates only the
 // root's private ref at the branch tip and verifies the checkout unchanged.
 func (r *Repo) Commission(ctx context.Context, root string, q Qualification) (Tuple, error) {
-	return Tuple{}, errNotImplemented
+	now, err := r.Qualify(ctx, root)
+	if err != nil {
+		return Tuple{}, err
+	}
+	if now.Commit != q.Commit || now.RootRef != q.RootRef {
+		return Tuple{}, fmt.Errorf("commission: delivery branch moved since qualification (%s, now %s)", short(q.Commit), short(now.Commit))
+	}
+	if err := r.updateRef(ctx, q.RootRef, q.Commit, zeroOID, "saivage: commission root "+root); err != nil {
+		return Tuple{}, fmt.Errorf("commission: %w", err)
+	}
+	r.step(StepCommissionRef)
+	after, err := r.CheckDelivery(ctx)
+	if err != nil {
+		return Tuple{}, fmt.Errorf("commission: verify the checkout unchanged: %w", err)
+	}
+	if after.Commit != q.Commit {
+		return Tuple{}, fmt.Errorf("commission: delivery branch moved during commissioning (%s, now %s)", short(q.Commit), short(after.Commit))
+	}
+	return Tuple{Ref: q.RootRef, Commit: q.Commit, Tree: q.Tree}, nil
 }
 
 // Lookup reads a card's tuple from its private ref.
 func (r *Repo) Lookup(ctx context.Context, card string) (Tuple, error) {
-	return Tuple{}, errNotImplemented
+	t, err := r.tuple(ctx, r.CardRef(card))
+	if err != nil {
+		return t, fmt.Errorf("card %s: %w", card, err)
+	}
+	return t, nil
 }
 
 // Enter selects a card's source in the checkout: a child without a ref gets
@@ -48,38 +111,128 @@ func (r *Repo) Lookup(ctx context.Context, card string) (Tuple, error) {
 // switched to the card's tip and HEAD detached there. The checkout must be
 // clean relative to its current selection. Enter is idempotent.
 func (r *Repo) Enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
-	return Tuple{}, errNotImplemented
+	t, err := r.enter(ctx, opts)
+	if err != nil {
+		return t, fmt.Errorf("enter card %s: %w", opts.Card, err)
+	}
+	return t, nil
 }
 
-// Check is the synchronous read-only source check of the checkout against
-// want: real index entries against the tree, file bytes, executable modes
-// and symlink targets against blob hashes, and untracked files. All of its
-// Git queries share one QueryDeadline; none writes the index or objects.
-// Refused repository state is an *UnsupportedError.
-func (r *Repo) Check(ctx context.Context, want Tuple) (Observation, error) {
-	return Observation{}, errNotImplemented
+func (r *Repo) enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
+	if r.rebaseInProgress() {
+		return Tuple{}, &RebaseInProgressError{}
+	}
+	ref := r.CardRef(opts.Card)
+	t, err := r.tuple(ctx, ref)
+	if errors.Is(err, errNoRef) {
+		if opts.Parent == "" {
+			return t, fmt.Errorf("no private ref %s and no parent to start it from", ref)
+		}
+		p, perr := r.Lookup(ctx, opts.Parent)
+		if perr != nil {
+			return t, perr
+		}
+		if err := r.updateRef(ctx, ref, p.Commit, zeroOID, "saivage: enter "+opts.Card+" from "+opts.Parent); err != nil {
+			return t, err
+		}
+		r.step(StepEnterRef)
+		t, err = Tuple{Ref: ref, Commit: p.Commit, Tree: p.Tree}, nil
+	}
+	if err != nil {
+		return t, err
+	}
+	if err := r.switchTree(ctx, t); err != nil {
+		return t, err
+	}
+	return t, r.detachHead(ctx, t.Commit)
 }
 
-// Verify is Check that turns a mismatch into a *DirtyError.
-func (r *Repo) Verify(ctx context.Context, want Tuple) error {
-	return errNotImplemented
+// switchTree makes the checkout's real index and files hold target's tree.
+// Unless they already do, the checkout must match HEAD exactly and no
+// untracked (even ignored) file may stand where target puts a file.
+func (r *Repo) switchTree(ctx context.Context, target Tuple) error {
+	obs, err := r.Check(ctx, target)
+	if err != nil {
+		return err
+	}
+	if obs.Clean() {
+		return nil
+	}
+	head, _, err := r.head(ctx)
+	if err != nil {
+		return err
+	}
+	cur, err := r.tuple(ctx, string(head))
+	if err != nil {
+		return err
+	}
+	if err := r.Verify(ctx, cur); err != nil {
+		var d *DirtyError
+		if errors.As(err, &d) {
+			d.What = "the checkout's current selection " + describe(cur)
+		}
+		return err
+	}
+	qctx, cancel := r.queryContext(ctx)
+	defer cancel()
+	from, err := r.lsTree(qctx, cur.Tree)
+	if err != nil {
+		return err
+	}
+	to, err := r.lsTree(qctx, target.Tree)
+	if err != nil {
+		return err
+	}
+	var obstructed []string
+	for p := range to {
+		if _, ok := from[p]; ok {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(r.dir, filepath.FromSlash(p))); err == nil {
+			obstructed = append(obstructed, p)
+		}
+	}
+	if len(obstructed) > 0 {
+		return &DirtyError{What: "untracked files in the way of " + describe(target), Observation: Observation{Uncaptured: sortedUnique(obstructed)}}
+	}
+	// Refresh the stat data so that read-tree sees the verified files as up
+	// to date, then switch with a two-way merge that only touches what
+	// differs.
+	if _, _, err := r.runCode(ctx, Command{Args: []string{"update-index", "-q", "--refresh"}}); err != nil {
+		return err
+	}
+	if _, err := r.run(ctx, Command{Args: []string{"read-tree", "-m", "-u", string(cur.Tree), string(target.Tree)}}); err != nil {
+		return fmt.Errorf("switch the checkout to %s: %w", describe(target), err)
+	}
+	r.step(StepSelectTree)
+	return nil
 }
 
-// Capture writes the checkout's files into a tree through a private index
-// started from the card's exact tuple: tracked files, modes and symlinks;
-// new files that are not ignored; tracked files even when now ignored;
-// excluded paths and GeneratedDir left as they are in the tuple. It changes
-// neither the real index nor any ref.
-func (r *Repo) Capture(ctx context.Context, card string) (Capture, error) {
-	return Capture{}, errNotImplemented
+// detachHead points HEAD, detached, at c.
+func (r *Repo) detachHead(ctx context.Context, c OID) error {
+	head, headRef, err := r.head(ctx)
+	if err != nil {
+		return err
+	}
+	if head == c && headRef == "" {
+		return nil
+	}
+	if _, err := r.run(ctx, Command{Args: []string{"update-ref", "--no-deref", "-m", "saivage: select", "HEAD", string(c), string(head)}}); err != nil {
+		return fmt.Errorf("detach HEAD at %s: %w", short(c), err)
+	}
+	r.step(StepSelectHead)
+	return nil
 }
 
-// Checkpoint captures the selected card and commits the capture onto its
-// ref with a message naming the card (through git commit, so the
-// repository's commit hooks run; their effects are seen by the next Check).
-// Nothing changed: no commit, the ref stays.
-func (r *Repo) Checkpoint(ctx context.Context, opts CheckpointOptions) (Checkpoint, error) {
-	return Checkpoint{}, errNotImplemented
+// findDelivered returns the commit on parent's first-parent history that
+// carries the reviewed child commit ("" when none does).
+func (r *Repo) findDelivered(ctx context.Context, parent, reviewed OID) (OID, error) {
+	out, err := r.run(ctx, Command{Args: []string{"log", "--first-parent", "-n1", "--format=%H", "-F",
+		"--grep=Saivage-Reviewed: " + string(reviewed), string(parent), "--"}})
+	if err != nil {
+		return "", fmt.Errorf("search the parent's history: %w", err)
+	}
+	return OID(strings.TrimSpace(string(out.Stdout))), nil
 }
 
 // DeliverToParent squashes the reviewed child onto the parent's ref (one
@@ -89,33 +242,204 @@ func (r *Repo) Checkpoint(ctx context.Context, opts CheckpointOptions) (Checkpoi
 // rebase, leave it stopped and return a *ConflictError. It is idempotent: a
 // rerun after a crash finishes the remaining steps and never squashes twice.
 func (r *Repo) DeliverToParent(ctx context.Context, opts DeliverOptions) (Delivery, error) {
-	return Delivery{}, errNotImplemented
+	d, err := r.deliverToParent(ctx, opts)
+	if err != nil {
+		return d, fmt.Errorf("deliver card %s to %s: %w", opts.Child, opts.Parent, err)
+	}
+	return d, nil
+}
+
+func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delivery, error) {
+	var d Delivery
+	if opts.Reviewed == "" {
+		return d, errors.New("no reviewed commit given")
+	}
+	if r.rebaseInProgress() {
+		return d, &RebaseInProgressError{}
+	}
+	c, err := r.Lookup(ctx, opts.Child)
+	if err != nil {
+		return d, err
+	}
+	p, err := r.Lookup(ctx, opts.Parent)
+	if err != nil {
+		return d, err
+	}
+	done, err := r.findDelivered(ctx, p.Commit, opts.Reviewed)
+	if err != nil {
+		return d, err
+	}
+	if done != "" { // an interrupted run squashed already
+		d.Resumed, d.Commit = true, done
+		return d, r.settleParent(ctx, p, &d)
+	}
+	if c.Commit != opts.Reviewed {
+		return d, &UnreviewedError{Card: opts.Child, Reviewed: opts.Reviewed, Tip: c.Commit}
+	}
+	head, _, err := r.head(ctx)
+	if err != nil {
+		return d, err
+	}
+	cur, err := r.tuple(ctx, string(head))
+	if err != nil {
+		return d, err
+	}
+	if err := r.Verify(ctx, cur); err != nil { // later dirt refuses
+		return d, err
+	}
+	base, err := r.run(ctx, Command{Args: []string{"merge-base", string(p.Commit), string(c.Commit)}})
+	if err != nil {
+		return d, fmt.Errorf("find where the child started: %w", err)
+	}
+	tree := c.Tree
+	if OID(strings.TrimSpace(string(base.Stdout))) != p.Commit {
+		out, res, err := r.runCode(ctx, Command{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", string(p.Commit), string(c.Commit)}})
+		switch {
+		case err != nil:
+			return d, err
+		case res.ExitCode == 1:
+			return d, r.startRebase(ctx, opts, c, p, OID(strings.TrimSpace(string(base.Stdout))))
+		case res.ExitCode != 0:
+			return d, r.commandError(Command{Args: []string{"merge-tree"}}, out, res)
+		}
+		tree = OID(strings.SplitN(string(out.Stdout), "\x00", 2)[0])
+	}
+	if tree != p.Tree {
+		title := opts.Title
+		if title == "" {
+			title = "card " + opts.Child
+		}
+		msg := fmt.Sprintf("%s (card %s)\n\nSaivage-Card: %s\nSaivage-Reviewed: %s\n", title, opts.Child, opts.Child, opts.Reviewed)
+		s, err := r.commitTree(ctx, tree, msg, p.Commit)
+		if err != nil {
+			return d, err
+		}
+		if err := r.updateRef(ctx, p.Ref, s, p.Commit, "saivage: deliver "+opts.Child); err != nil {
+			return d, err
+		}
+		r.step(StepSquashParent)
+		d.Commit, p = s, Tuple{Ref: p.Ref, Commit: s, Tree: tree}
+	}
+	return d, r.settleParent(ctx, p, &d)
+}
+
+// settleParent selects the parent in the checkout and verifies files,
+// index and refs.
+func (r *Repo) settleParent(ctx context.Context, p Tuple, d *Delivery) error {
+	now, err := r.tuple(ctx, p.Ref)
+	if err != nil {
+		return err
+	}
+	if now.Commit != p.Commit {
+		return fmt.Errorf("%s moved to %s during delivery", p.Ref, short(now.Commit))
+	}
+	if err := r.switchTree(ctx, p); err != nil {
+		return err
+	}
+	if err := r.detachHead(ctx, p.Commit); err != nil {
+		return err
+	}
+	d.Parent = p
+	return r.Verify(ctx, p)
 }
 
 // DeliverToBranch fast-forwards the delivery branch to the root's ref (old
 // value checked), updates the checkout's real index and files, attaches HEAD
 // to the branch and verifies that nothing is left uncommitted. Idempotent.
 func (r *Repo) DeliverToBranch(ctx context.Context, root string) (Delivery, error) {
-	return Delivery{}, errNotImplemented
+	d, err := r.deliverToBranch(ctx, root)
+	if err != nil {
+		return d, fmt.Errorf("deliver root %s to %s: %w", root, r.branch, err)
+	}
+	return d, nil
+}
+
+func (r *Repo) deliverToBranch(ctx context.Context, root string) (Delivery, error) {
+	var d Delivery
+	if r.rebaseInProgress() {
+		return d, &RebaseInProgressError{}
+	}
+	rt, err := r.Lookup(ctx, root)
+	if err != nil {
+		return d, err
+	}
+	old, err := r.revParse(ctx, r.branch)
+	if err != nil || old == "" {
+		return d, fmt.Errorf("read the delivery branch: %v", err)
+	}
+	if old == rt.Commit {
+		d.Resumed = true
+	} else if _, res, err := r.runCode(ctx, Command{Args: []string{"merge-base", "--is-ancestor", string(old), string(rt.Commit)}}); err != nil {
+		return d, err
+	} else if res.ExitCode != 0 {
+		return d, fmt.Errorf("the delivery branch moved outside Saivage: %s is not an ancestor of %s", short(old), describe(rt))
+	}
+	target := Tuple{Ref: r.branch, Commit: rt.Commit, Tree: rt.Tree}
+	if err := r.switchTree(ctx, target); err != nil {
+		return d, err
+	}
+	if old != rt.Commit {
+		if err := r.updateRef(ctx, r.branch, rt.Commit, old, "saivage: deliver "+root); err != nil {
+			return d, err
+		}
+		r.step(StepBranchRef)
+		d.Commit = rt.Commit
+	}
+	if _, headRef, err := r.head(ctx); err != nil {
+		return d, err
+	} else if headRef != r.branch {
+		if _, err := r.run(ctx, Command{Args: []string{"symbolic-ref", "-m", "saivage: deliver", "HEAD", r.branch}}); err != nil {
+			return d, fmt.Errorf("attach HEAD to %s: %w", r.branch, err)
+		}
+		r.step(StepSelectHead)
+	}
+	d.Parent = target
+	if _, err := r.CheckDelivery(ctx); err != nil {
+		return d, fmt.Errorf("verify delivery: %w", err)
+	}
+	return d, nil
 }
 
 // Inspect reports, read-only, how far a delivery got (for recovery after a
 // crash: rerunning DeliverToParent/DeliverToBranch resumes it).
 func (r *Repo) Inspect(ctx context.Context, opts DeliverOptions) (DeliveryState, error) {
-	return DeliveryState{}, errNotImplemented
-}
-
-// SnapshotRebase is the first preservation invocation: with a native rebase
-// stopped on conflicts, it captures the checkout's eligible files into a
-// snapshot commit on SnapshotRef without changing the real index.
-func (r *Repo) SnapshotRebase(ctx context.Context, card string) (Snapshot, error) {
-	return Snapshot{}, errNotImplemented
-}
-
-// ReturnSnapshot is the second invocation, once the caller has published
-// the snapshot: it normalizes the real index, aborts the rebase once,
-// restores the snapshot's files and checkpoints them onto the card's ref on
-// top of the parent tip it was replayed onto, returning the new tuple.
-func (r *Repo) ReturnSnapshot(ctx context.Context, snap Snapshot) (Tuple, error) {
-	return Tuple{}, errNotImplemented
+	var st DeliveryState
+	qctx, cancel := r.queryContext(ctx)
+	defer cancel()
+	c, err := r.Lookup(qctx, opts.Child)
+	if err != nil {
+		return st, fmt.Errorf("inspect delivery: %w", err)
+	}
+	p, err := r.Lookup(qctx, opts.Parent)
+	if err != nil {
+		return st, fmt.Errorf("inspect delivery: %w", err)
+	}
+	st.ChildTip, st.RebaseInProgress = c.Commit, r.rebaseInProgress()
+	if st.InParent, err = r.findDelivered(qctx, p.Commit, opts.Reviewed); err != nil {
+		return st, fmt.Errorf("inspect delivery: %w", err)
+	}
+	if st.InParent != "" {
+		_, res, err := r.runCode(qctx, Command{Args: []string{"merge-base", "--is-ancestor", string(st.InParent), r.branch}})
+		if err != nil {
+			return st, fmt.Errorf("inspect delivery: %w", err)
+		}
+		st.InBranch = res.ExitCode == 0
+	}
+	head, headRef, err := r.head(qctx)
+	if err != nil {
+		return st, fmt.Errorf("inspect delivery: %w", err)
+	}
+	if headRef == "" {
+		out, err := r.run(qctx, Command{Args: []string{"for-each-ref", "--format=%(refname)", "--points-at", string(head), r.ns + "/cards/"}})
+		if err != nil {
+			return st, fmt.Errorf("inspect delivery: %w", err)
+		}
+		for _, ref := range strings.Fields(string(out.Stdout)) {
+			st.Selected = strings.TrimPrefix(ref, r.ns+"/cards/")
+			if st.Selected == opts.Child || st.Selected == opts.Parent {
+				break
+			}
+		}
+	}
+	return st, nil
 }

@@ -81,7 +81,10 @@ type ConflictError struct {
 	// Native the checkout's HEAD when the rebase started, Detached the HEAD
 	// the stopped rebase left.
 	Original, Current, Native, Detached OID
-	Paths                               []string
+	// Tip is the card tip this replay started from (Original is kept from
+	// the first interruption).
+	Tip   OID
+	Paths []string
 }
 
 func (e *ConflictError) Error() string {

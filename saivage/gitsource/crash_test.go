@@ -1,0 +1,144 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// The crash helper: when the test binary is re-executed with these
+// variables it runs one delivery and SIGKILLs itself right after the Nth
+// durable step.
+const (
+	envCrashDir      = "GITSOURCE_CRASH_DIR"
+	envCrashAt       = "GITSOURCE_CRASH_AT"
+	envCrashReviewed = "GITSOURCE_CRASH_REVIEWED"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envCrashDir); dir != "" {
+		os.Exit(crashHelper(dir))
+	}
+	os.Exit(m.Run())
+}
+
+func crashHelper(dir string) int {
+	at, _ := strconv.Atoi(os.Getenv(envCrashAt))
+	n := 0
+	r, err := Open(context.Background(), Options{Dir: dir, DeliveryBranch: "main", Environ: testEnv,
+		AfterStep: func(s Step) {
+			n++
+			if n == at {
+				_ = os.WriteFile(dir+"/.git/crash-step", []byte(s), 0o644)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: OID(os.Getenv(envCrashReviewed))}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	if _, err := r.DeliverToBranch(ctx, "root"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	fmt.Printf("steps=%d\n", n)
+	return 0
+}
+
+// TestCrashAtEachDeliveryStep kills a real child process after each
+// durable step of a delivery (squash onto the advanced parent, switching
+// the checkout, the branch move, HEAD) and then recovers by running the
+// delivery again: the reviewed change lands exactly once, the unreviewed
+// later checkpoint never does, nothing is left uncommitted.
+func TestCrashAtEachDeliveryStep(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var crashed []string
+	defer func() {
+		t.Logf("killed after: %v", crashed)
+		for _, s := range []Step{StepSquashParent, StepSelectTree, StepSelectHead, StepBranchRef} {
+			if !t.Failed() && !slices.Contains(crashed, string(s)) {
+				t.Errorf("no crash after step %s", s)
+			}
+		}
+	}()
+	for at := 1; ; at++ {
+		dir := newCheckout(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+		r, _ := commission(t, dir)
+		reviewedA := work(t, r, dir, "a", "root", map[string]string{"a.txt": "A\n"})
+		reviewedB := work(t, r, dir, "b", "root", map[string]string{"b.txt": "B reviewed\n"})
+		if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "a", Parent: "root", Reviewed: reviewedA}); err != nil {
+			t.Fatal(err)
+		}
+		// Back on b: the Executor's later, unreviewed checkpoint exists too.
+		if _, err := r.Enter(ctx, EnterOptions{Card: "b"}); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashAt+"="+strconv.Itoa(at), envCrashReviewed+"="+string(reviewedB))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		killed := errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+		if !killed {
+			if err != nil {
+				t.Fatalf("crash at step %d: helper failed: %v\n%s", at, err, out)
+			}
+			if at < 4 {
+				t.Fatalf("only %d steps: %s", at-1, out)
+			}
+			break // the helper ran past the last step: every step was covered
+		}
+		b, _ := os.ReadFile(dir + "/.git/crash-step")
+		crashed = append(crashed, string(b))
+		// Restart: inspect, then rerun the same delivery.
+		r2 := openRepo(t, dir)
+		st, err := r2.Inspect(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: reviewedB})
+		if err != nil {
+			t.Fatalf("step %d: inspect: %v", at, err)
+		}
+		d, err := r2.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: reviewedB})
+		if err != nil {
+			t.Fatalf("step %d: resume to parent (state %+v): %v", at, st, err)
+		}
+		if (st.InParent != "") != d.Resumed {
+			t.Fatalf("step %d: inspect said %+v, resume %+v", at, st, d)
+		}
+		if _, err := r2.DeliverToBranch(ctx, "root"); err != nil {
+			t.Fatalf("step %d: resume to branch: %v", at, err)
+		}
+		if s := subjects(t, dir, "main"); !slices.Equal(s, []string{"card b (card b)", "card a (card a)", "initial"}) {
+			t.Fatalf("step %d: main history %v", at, s)
+		}
+		files := treeFiles(t, dir, "main")
+		if files["a.txt"] != "100644 A" || files["b.txt"] != "100644 B reviewed" {
+			t.Fatalf("step %d: main tree %v", at, files)
+		}
+		if s := porcelain(t, dir); s != "" {
+			t.Fatalf("step %d: uncommitted %q", at, s)
+		}
+		// An unreviewed later checkpoint is never delivered.
+		unreviewed := work(t, r2, dir, "b", "", map[string]string{"b.txt": "not reviewed\n"})
+		_, err = r2.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: reviewedB})
+		if err != nil {
+			t.Fatalf("step %d: redelivering the reviewed commit: %v", at, err)
+		}
+		if files := treeFiles(t, dir, "refs/saivage/cards/root"); files["b.txt"] != "100644 B reviewed" {
+			t.Fatalf("step %d: unreviewed %s reached the parent", at, unreviewed)
+		}
+	}
+}
