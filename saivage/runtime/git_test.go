@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/cards"
+	"github.com/agentstack/agentstack/saivage/conversations"
+	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/runtime/runtimetest"
+	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // git runs Debian's git in dir and returns its trimmed output.
@@ -183,3 +187,216 @@ func TestGitThreeTasksDeliverOneCommitEach(t *testing.T) {
 		t.Errorf("read model = %+v", v.Git)
 	}
 }
+
+// sessionResults returns the tool results a card agent's session holds.
+func (e *env) sessionResults(card, agentName, tool string) []string {
+	e.t.Helper()
+	cur, err := e.p.Sessions.LoadCurrent(e.p.Cards.SessionDir(card, agentName), conversations.SessionID(agentName, card), state.TailFail)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range cur.Rows {
+		if r.Kind == "tool_result" && r.Name == tool {
+			out = append(out, string(r.Content))
+		}
+	}
+	return out
+}
+
+// A rejected review leaves the parent untouched; the Executor reruns and
+// only the approved rework is delivered.
+func TestGitRejectedReviewLeavesParentUntouched(t *testing.T) {
+	e := newGitEnv(t)
+	initial := git(t, e.dir, "rev-parse", "main")
+	gitGoal(e.script, "Write hello")
+	e.script.Add("executor@project.a.a",
+		call("write", map[string]any{"path": "hello.txt", "content": "helo\n"}),
+		call("checkpoint_source", map[string]any{}),
+		call("write", map[string]any{"path": "record:summary", "content": "Wrote hello.txt."}),
+		emit("done", "wrote hello.txt", nil),
+		// The rework: the goal's ref is still where the task started.
+		call("run_command", map[string]any{"command": "git rev-parse refs/saivage/cards/project.a"}),
+		call("write", map[string]any{"path": "hello.txt", "content": "hello\n"}),
+		call("checkpoint_source", map[string]any{"message": "fix the typo"}),
+		call("write", map[string]any{"path": "record:summary", "content": "Fixed the typo in hello.txt."}),
+		emit("done", "fixed hello.txt", nil),
+	)
+	e.script.Add("reviewer@project.a.a",
+		call("write", map[string]any{"path": "record:review", "content": "Typo: helo."}),
+		emit("done", "changes requested", map[string]any{"verdict": "changes_requested"}),
+	)
+	gitApprove(e.script, "project.a.a", "hello.txt")
+	e.run()
+	if sum := e.waitRunEnded(); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	runs := e.sessionResults("project.a.a", "executor", "run_command")
+	if len(runs) != 1 || !strings.Contains(runs[0], initial) {
+		t.Fatalf("the goal's ref moved before approval: %v (initial %s)", runs, initial)
+	}
+	if n := git(t, e.dir, "rev-list", "--count", initial+"..main"); n != "1" {
+		t.Errorf("%s commits delivered, want 1", n)
+	}
+	if got := git(t, e.dir, "show", "main:hello.txt"); got != "hello" {
+		t.Errorf("delivered hello.txt = %q, want the approved rework", got)
+	}
+	if evs := e.events("source_delivered"); len(evs) != 3 { // task to goal, goal to project, project to main
+		t.Errorf("deliveries = %d", len(evs))
+	}
+}
+
+// Two siblings editing the same file: the second delivery's rebase stops on
+// the conflict, is preserved and reported, the correction resolves it, the
+// review runs again and the resolution is delivered.
+func TestGitSiblingConflictIsPreservedThenCorrected(t *testing.T) {
+	e := newGitEnv(t)
+	initial := git(t, e.dir, "rev-parse", "main")
+	e.script.Add("planner@project",
+		call("activate_card", map[string]any{"card_id": "project.a"}),
+		call("write", map[string]any{"path": "record:plan", "content": "One goal."}),
+		emit("done", "the goal is done", nil),
+		call("write", map[string]any{"path": "record:assessment", "content": "Met."}),
+		emit("done", "complete", map[string]any{"verdict": "complete"}),
+	)
+	e.script.Add("planner@project.a",
+		call("create_card", map[string]any{"title": "Shared first", "records": map[string]string{"brief": "a"}}),
+		call("create_card", map[string]any{"title": "Shared second", "records": map[string]string{"brief": "b"}}),
+		call("activate_card", map[string]any{"card_id": "project.a.b"}), // starts from the initial tuple, then blocks
+		call("activate_card", map[string]any{"card_id": "project.a.a"}), // delivered: the goal advances
+		call("activate_card", map[string]any{"card_id": "project.a.b"}), // conflicts on delivery
+		call("write", map[string]any{"path": "record:plan", "content": "Both."}),
+		emit("done", "both done", nil),
+	)
+	e.script.Add("reviewer@project.a", emit("done", "met", map[string]any{"verdict": "approved"}))
+	e.script.Add("executor@project.a.b",
+		call("write", map[string]any{"path": "shared.txt", "content": "second\n"}),
+		call("checkpoint_source", map[string]any{}),
+		emit("blocked", "waiting for the first task", nil),
+		// Reentry from BLOCKED: the work is on the card's ref.
+		call("write", map[string]any{"path": "record:summary", "content": "shared.txt says second."}),
+		emit("done", "second written", nil),
+		// The correction participant: resolve the preserved conflict.
+		call("read", map[string]any{"path": "shared.txt"}),
+		emit("done", "premature", nil), // refused: markers remain
+		call("write", map[string]any{"path": "shared.txt", "content": "first\nsecond\n"}),
+		call("checkpoint_source", map[string]any{"message": "resolve"}),
+		emit("done", "resolved the conflict", nil),
+	)
+	gitTask(e.script, "project.a.a", "shared.txt", "first\n")
+	gitApprove(e.script, "project.a.b", "shared.txt")
+	gitApprove(e.script, "project.a.b", "shared.txt")
+	e.run()
+	if sum := e.waitRunEnded(); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	pres := e.events("source_conflict_preserved")
+	if len(pres) != 1 || !strings.Contains(fmtData(pres[0].Data), "shared.txt") {
+		t.Fatalf("preserved = %+v", pres)
+	}
+	reads := e.sessionResults("project.a.b", "executor", "read")
+	if len(reads) != 1 || !strings.Contains(reads[0], `\u003c\u003c\u003c\u003c\u003c\u003c\u003c`) || !strings.Contains(reads[0], "=======") || !strings.Contains(reads[0], "first") || !strings.Contains(reads[0], "second") {
+		t.Fatalf("the correction did not see the preserved conflict: %v", reads)
+	}
+	var refused bool
+	for _, ev := range e.events("correction") {
+		if ev.Data["card"] == "project.a.b" && ev.Data["kind"] == "source_ready" {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Error("a done with conflict markers left was not refused through the correction route")
+	}
+	if got := git(t, e.dir, "show", "main:shared.txt"); got != "first\nsecond" {
+		t.Errorf("main:shared.txt = %q", got)
+	}
+	subjects := git(t, e.dir, "log", "--format=%s", initial+"..main")
+	if strings.Count(subjects, "\n") != 1 || !strings.Contains(subjects, "project.a.a") || !strings.Contains(subjects, "project.a.b") {
+		t.Errorf("delivered = %q", subjects)
+	}
+	b := e.card("project.a.b")
+	if b.Status != cards.Done || b.Git.Correction != nil || b.Git.Delivered == "" {
+		t.Errorf("b = %s %+v", b.Status, b.Git)
+	}
+	for _, ev := range e.events("card_finished") {
+		if ev.Data["card"] == "project.a.b" && ev.Data["summary"] == "resolved the conflict" {
+			t.Error("the correction result became the card's product result")
+		}
+	}
+}
+
+// A dirty checkout refuses commissioning, naming the paths; nothing is
+// generated.
+func TestGitDirtyCheckoutRefusesCommissioning(t *testing.T) {
+	dir := t.TempDir()
+	gitCheckout(t, map[string]string{"README.md": "# demo\n"})(dir)
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := project.Init(context.Background(), project.InitOptions{Options: project.Options{Root: dir}, Template: "classic-git"})
+	if err == nil || !strings.Contains(err.Error(), "README.md") || !strings.Contains(err.Error(), "notes.txt") || !strings.Contains(err.Error(), "commissioning refused") {
+		t.Fatalf("init on a dirty checkout: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".saivage", "cards")); !os.IsNotExist(err) {
+		t.Errorf("generated state after the refusal: %v", err)
+	}
+	if refs := git(t, dir, "for-each-ref", "refs/saivage"); refs != "" {
+		t.Errorf("private refs after the refusal: %s", refs)
+	}
+}
+
+// A pre-commit hook that rewrites the index is detected: checkpoint_source
+// reports the path, done is refused, nothing is delivered.
+func TestGitIndexRewritingHookIsDetected(t *testing.T) {
+	hook := "#!/bin/sh\nblob=$(printf 'hooked\\n' | git hash-object -w --stdin)\ngit update-index --add --cacheinfo 100644,$blob,hello.txt\n"
+	e := newEnv(t, envOptions{template: "classic-git", prepare: func(dir string) {
+		gitCheckout(t, map[string]string{"README.md": "# demo\n"})(dir)
+		p := filepath.Join(dir, ".git", "hooks", "pre-commit")
+		if err := os.WriteFile(p, []byte(hook), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	initial := git(t, e.dir, "rev-parse", "main")
+	e.script.Add("planner@project", call("activate_card", map[string]any{"card_id": "project.a"}), emit("blocked", "the goal is blocked", nil))
+	e.script.Add("planner@project.a",
+		call("create_card", map[string]any{"title": "Write hello", "records": map[string]string{"brief": "hello"}}),
+		call("activate_card", map[string]any{"card_id": "project.a.a"}),
+		emit("blocked", "the task is blocked", nil),
+	)
+	e.script.Add("executor@project.a.a",
+		call("write", map[string]any{"path": "hello.txt", "content": "hello\n"}),
+		call("checkpoint_source", map[string]any{}),
+		call("write", map[string]any{"path": "record:summary", "content": "Wrote hello.txt."}),
+		emit("done", "wrote hello.txt", nil),
+		emit("blocked", "a hook keeps rewriting the index", nil),
+	)
+	e.run()
+	if sum := e.waitRunEnded(); sum.Outcome != "blocked" {
+		t.Fatalf("run = %+v", sum)
+	}
+	cps := e.sessionResults("project.a.a", "executor", "checkpoint_source")
+	if len(cps) != 1 || !strings.Contains(cps[0], "no longer matches") || !strings.Contains(cps[0], "hello.txt") {
+		t.Fatalf("checkpoint_source results = %v", cps)
+	}
+	if len(e.events("source_hook_effect")) != 1 {
+		t.Error("no source_hook_effect event")
+	}
+	var refused bool
+	for _, ev := range e.events("correction") {
+		refused = refused || ev.Data["kind"] == "source_ready"
+	}
+	if !refused {
+		t.Error("done over the hook-rewritten checkpoint was not refused")
+	}
+	if got := git(t, e.dir, "rev-parse", "main"); got != initial {
+		t.Errorf("main moved to %s", got)
+	}
+	if st := e.status("project.a.a"); st != "blocked" {
+		t.Errorf("task is %s", st)
+	}
+}
+
+func fmtData(m map[string]any) string { return fmt.Sprint(m) }

@@ -717,7 +717,7 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 			}
 		}
 	}
-	if src := ne.rt.src; src != nil && terminal != "FAILED" {
+	if src := ne.rt.src; src != nil && (terminal == "" || terminal == "DONE") {
 		msg, err := src.ready(ctx, ne, tr, res.Outcome)
 		if err != nil {
 			return agent.ToolResult{}, err

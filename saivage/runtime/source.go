@@ -308,28 +308,42 @@ func (s *source) bound() []string {
 	return out
 }
 
-// returnToParent keeps a card's work that did not finish DONE on its
-// private ref (checkpointed, never lost, never delivered) and selects the
-// parent's exact tuple in the checkout again.
+// returnToParent keeps the work of a card that did not finish DONE on
+// its private ref (checkpointed, never lost, never delivered) and selects
+// the parent's exact tuple in the checkout again. Source that cannot be
+// kept that way (a card type that does not deliver, a hook that keeps
+// rewriting the index) stays in the checkout and is held, saying why; the
+// parent's next source check then blocks.
 func (s *source) returnToParent(ctx context.Context, act *activation) error {
 	id := act.card.ID
 	if id == cards.RootID {
 		return nil
+	}
+	hold := func(why string) error {
+		s.rt.logEvent("source_held", map[string]any{"card": id, "reason": why})
+		return s.publish(ctx, id, func(f *cards.SourceFacts) { f.Held = why })
 	}
 	_, obs, err := s.observe(ctx, id)
 	if err != nil {
 		return err
 	}
 	if !obs.Clean() {
+		if !s.policy.Delivers(act.card.Type) {
+			return hold(fmt.Sprintf("card %s left unreviewed changes in the checkout (%s); only %s cards change source", id, describe(obs), strings.Join(s.bound(), ", ")))
+		}
 		cp, err := s.repo.Checkpoint(ctx, gitsource.CheckpointOptions{Card: id, Message: "saivage: keep unfinished work of card " + id})
 		if err != nil {
-			return fmt.Errorf("keep the unfinished source of %s: %w", id, err)
+			return hold(fmt.Sprintf("keeping the unfinished source of %s failed: %v", id, err))
 		}
 		if err := s.publish(ctx, id, func(f *cards.SourceFacts) { setTuple(f, cp.After) }); err != nil {
 			return err
 		}
 	}
 	if _, err := s.repo.Enter(ctx, gitsource.EnterOptions{Card: act.card.Parent, Parent: cards.ParentOf(act.card.Parent)}); err != nil {
+		var dirty *gitsource.DirtyError
+		if errors.As(err, &dirty) {
+			return hold(fmt.Sprintf("the checkout cannot return from %s to %s: %v", id, act.card.Parent, err))
+		}
 		return fmt.Errorf("return the checkout from %s to %s: %w", id, act.card.Parent, err)
 	}
 	return nil
