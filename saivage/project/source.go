@@ -99,3 +99,23 @@ func ignoreGenerated(root string) error {
 	}
 	return os.WriteFile(path, data, 0o666)
 }
+
+// CheckSourcePolicy compares the retained root with the compiled
+// configuration: ON/OFF and the exact source policy digest must match
+// (commissioning never replays on a retained root).
+func (p *Project) CheckSourcePolicy(ctx context.Context) error {
+	root, err := p.Cards.Get(ctx, cards.RootID)
+	if err != nil {
+		return err
+	}
+	pol := p.Workflows.Git()
+	switch {
+	case pol == nil && root.Git != nil:
+		return fmt.Errorf("the project was commissioned for the native Git workflow (delivery branch %s) but git_workflow is off; turn it back on or reset the project", root.Git.DeliveryBranch)
+	case pol != nil && root.Git == nil:
+		return fmt.Errorf("git_workflow is on but the project was initialized without it; commissioning happens only at init (saivage reset on a clean %s checkout)", pol.DeliveryBranch)
+	case pol != nil && root.Git.PolicyDigest != pol.Digest:
+		return fmt.Errorf("the compiled source policy (%s) differs from the one the project was commissioned with (%s); restore the git_workflow section or reset the project", pol.Digest, root.Git.PolicyDigest)
+	}
+	return nil
+}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
-	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/config"
 	"github.com/agentstack/agentstack/saivage/gitsource"
 	"github.com/agentstack/agentstack/saivage/project"
@@ -248,11 +247,7 @@ func (rt *Runtime) Startup(ctx context.Context) error {
 func (rt *Runtime) MCP() *tools.MCPServers { return rt.mcp }
 
 func (rt *Runtime) startup(ctx context.Context) error {
-	root, err := rt.p.Cards.Get(ctx, cards.RootID)
-	if err != nil {
-		return err
-	}
-	if err := checkRootPolicy(root, rt.p.Workflows.Git()); err != nil {
+	if err := rt.p.CheckSourcePolicy(ctx); err != nil {
 		return err
 	}
 	globals := []string{rt.p.Workflows.Analyst()}

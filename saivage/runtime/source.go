@@ -45,20 +45,6 @@ type heldError struct{ msg string }
 
 func (e *heldError) Error() string { return "source held: " + e.msg }
 
-// checkRoot compares the retained root with the compiled policy: ON/OFF
-// and the exact policy digest must match; commissioning never replays.
-func checkRootPolicy(root cards.Card, pol *workflow.GitPolicy) error {
-	switch {
-	case pol == nil && root.Git != nil:
-		return fmt.Errorf("the project was commissioned for the native Git workflow (delivery branch %s) but git_workflow is off; turn it back on or reset the project", root.Git.DeliveryBranch)
-	case pol != nil && root.Git == nil:
-		return fmt.Errorf("git_workflow is on but the project was initialized without it; commissioning happens only at init (saivage reset on a clean %s checkout)", pol.DeliveryBranch)
-	case pol != nil && root.Git.PolicyDigest != pol.Digest:
-		return fmt.Errorf("the compiled source policy (%s) differs from the one the project was commissioned with (%s); restore the git_workflow section or reset the project", pol.Digest, root.Git.PolicyDigest)
-	}
-	return nil
-}
-
 // publish publishes a card's facts, read-modify-write.
 func (s *source) publish(ctx context.Context, id string, edit func(f *cards.SourceFacts)) error {
 	c, err := s.rt.p.Cards.Get(ctx, id)
