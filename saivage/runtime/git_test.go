@@ -400,3 +400,25 @@ func TestGitIndexRewritingHookIsDetected(t *testing.T) {
 }
 
 func fmtData(m map[string]any) string { return fmt.Sprint(m) }
+
+// Mismatched source blocks execution before any model call and says why:
+// a file changed outside any card refuses the root's entry, naming it.
+func TestGitMismatchedSourceBlocksExecution(t *testing.T) {
+	e := newGitEnv(t)
+	if err := os.WriteFile(filepath.Join(e.dir, "README.md"), []byte("# edited by hand\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sum := e.waitRunEnded()
+	if sum.Outcome != "error" || !strings.Contains(sum.Reason, "source held") || !strings.Contains(sum.Reason, "README.md") {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := e.script.Count("planner@project"); n != 0 {
+		t.Errorf("%d model calls despite held source", n)
+	}
+	if st := e.status("project"); st != "backlog" {
+		t.Errorf("root is %s", st)
+	}
+}
