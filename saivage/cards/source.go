@@ -3,6 +3,7 @@ package cards
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -141,17 +142,4 @@ func (s *Store) PublishSourceFacts(ctx context.Context, id string, f *SourceFact
 	return c, err
 }
 
-func sameFacts(a, b *SourceFacts) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	ac, bc := *a, *b
-	ac.Correction, bc.Correction = nil, nil
-	if ac != bc {
-		return false
-	}
-	if (a.Correction == nil) != (b.Correction == nil) {
-		return false
-	}
-	return a.Correction == nil || fmt.Sprint(*a.Correction) == fmt.Sprint(*b.Correction)
-}
+func sameFacts(a, b *SourceFacts) bool { return reflect.DeepEqual(a, b) }

@@ -38,10 +38,9 @@ type activation struct {
 	accepted map[string]acceptedResult // latest accepted result per node
 	ordinal  int
 
-	// Native Git workflow (rt.src != nil): the card's current tuple, the
-	// tip its review entered with, the exact approved tip, and the node a
-	// correction returns to with why it runs.
-	tuple       gitsource.Tuple
+	// Native Git workflow (rt.src != nil): the tip the review entered
+	// with, the exact approved tip, and the node a correction returns to
+	// with why it runs and the conflicted paths it must resolve.
 	reviewEntry gitsource.OID
 	reviewed    gitsource.OID
 	returnTo    string
@@ -106,7 +105,7 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 		}
 	}
 	if rt.src != nil {
-		if _, err := rt.src.enter(ctx, c); err != nil {
+		if err := rt.src.enter(ctx, c); err != nil {
 			return tools.ChildOutcome{}, fmt.Errorf("activate %s: %w", id, err)
 		}
 	}

@@ -27,7 +27,6 @@ type sourceRepo interface {
 	SnapshotRebase(ctx context.Context, card string) (gitsource.Snapshot, error)
 	ReturnSnapshot(ctx context.Context, snap gitsource.Snapshot) (gitsource.Tuple, error)
 	Git(ctx context.Context, c gitsource.Command) (gitsource.Output, error)
-	CardRef(card string) string
 }
 
 // source sequences the native Git workflow for the Supervisor: card entry
@@ -72,21 +71,20 @@ func setTuple(f *cards.SourceFacts, t gitsource.Tuple) {
 
 // enter selects a card's source before any provider admission: a child
 // gets its private ref at the parent's exact tuple.
-func (s *source) enter(ctx context.Context, c cards.Card) (gitsource.Tuple, error) {
+func (s *source) enter(ctx context.Context, c cards.Card) error {
 	t, err := s.repo.Enter(ctx, gitsource.EnterOptions{Card: c.ID, Parent: c.Parent})
 	if err != nil {
 		var dirty *gitsource.DirtyError
 		if errors.As(err, &dirty) {
-			return t, &heldError{fmt.Sprintf("card %s cannot enter its source: %v", c.ID, err)}
+			return &heldError{fmt.Sprintf("card %s cannot enter its source: %v", c.ID, err)}
 		}
-		return t, fmt.Errorf("enter the source of %s: %w", c.ID, err)
+		return fmt.Errorf("enter the source of %s: %w", c.ID, err)
 	}
-	err = s.publish(ctx, c.ID, func(f *cards.SourceFacts) {
+	s.rt.logEvent("source_entered", map[string]any{"card": c.ID, "commit": string(t.Commit)})
+	return s.publish(ctx, c.ID, func(f *cards.SourceFacts) {
 		setTuple(f, t)
 		f.Held = ""
 	})
-	s.rt.logEvent("source_entered", map[string]any{"card": c.ID, "commit": string(t.Commit)})
-	return t, err
 }
 
 // observe checks the checkout against the card's current tuple.
@@ -127,7 +125,6 @@ func (s *source) entryCheck(ctx context.Context, act *activation, node string) (
 		_ = s.publish(ctx, act.card.ID, func(f *cards.SourceFacts) { f.Held = reason })
 		return reason, nil
 	}
-	act.tuple = t
 	if s.policy.Delivers(act.card.Type) && s.policy.Reviews[act.card.Type].Node == node {
 		act.reviewEntry = t.Commit // the exact selection this review sees
 	}
@@ -160,7 +157,6 @@ func (s *source) ready(ctx context.Context, ne *nodeExec, tr workflow.Transition
 		}
 		act.reviewed = t.Commit
 	}
-	act.tuple = t
 	return "", nil
 }
 
@@ -367,7 +363,7 @@ func (s *source) preserve(ctx context.Context, act *activation, conflict *gitsou
 	if err := s.publish(ctx, id, func(f *cards.SourceFacts) { setTuple(f, t); f.Base = string(snap.Current) }); err != nil {
 		return err
 	}
-	act.tuple, act.reviewed, act.returnTo, act.correction, act.conflicts = t, "", node, reason, slices.Clone(snap.Paths)
+	act.reviewed, act.returnTo, act.correction, act.conflicts = "", node, reason, slices.Clone(snap.Paths)
 	s.rt.logEvent("source_conflict_preserved", map[string]any{"card": id, "paths": snap.Paths, "snapshot": string(snap.Commit), "original": corr.Original, "current": corr.Current})
 	return nil
 }
@@ -387,7 +383,7 @@ func (s *source) corrected(ctx context.Context, act *activation) error {
 	if err != nil {
 		return err
 	}
-	act.tuple, act.correction, act.conflicts = t, "", nil
+	act.correction, act.conflicts = "", nil
 	s.rt.logEvent("source_corrected", map[string]any{"card": act.card.ID, "commit": string(t.Commit), "return_to": act.returnTo})
 	return s.publish(ctx, act.card.ID, func(f *cards.SourceFacts) {
 		setTuple(f, t)
