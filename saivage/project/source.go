@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/gitsource"
@@ -20,12 +21,15 @@ type SourceOptions struct {
 	AfterStep func(gitsource.Step)
 	// Environ is the base environment of Git children.
 	Environ func() []string
+	// QueryDeadline overrides gitsource.QueryDeadline (tests on a loaded
+	// machine).
+	QueryDeadline time.Duration
 }
 
 // OpenSource opens the project checkout for the compiled Git policy.
 func OpenSource(ctx context.Context, root string, pol *workflow.GitPolicy, o SourceOptions) (*gitsource.Repo, error) {
 	repo, err := gitsource.Open(ctx, gitsource.Options{Dir: root, DeliveryBranch: pol.DeliveryBranch, Namespace: pol.RefNamespace,
-		ExcludedPaths: pol.ExcludedPaths, AfterStep: o.AfterStep, Environ: o.Environ,
+		ExcludedPaths: pol.ExcludedPaths, AfterStep: o.AfterStep, Environ: o.Environ, QueryDeadline: o.QueryDeadline,
 		Identity: gitsource.Identity{Name: "Saivage", Email: "saivage@localhost"}})
 	if err != nil {
 		return nil, fmt.Errorf("open the Git checkout %s: %w", root, err)

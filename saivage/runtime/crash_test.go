@@ -45,7 +45,7 @@ func TestGitCrashHelper(t *testing.T) {
 	}
 	var mu sync.Mutex
 	n := 0
-	rt, err := runtime.New(runtime.Options{Project: p, Environ: os.Environ, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+	rt, err := runtime.New(runtime.Options{Project: p, Environ: os.Environ, GitQueryDeadline: 2 * time.Minute, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
 		GitAfterStep: func(s gitsource.Step) {
 			mu.Lock()
 			defer mu.Unlock()

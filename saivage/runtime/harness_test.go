@@ -125,6 +125,9 @@ func (e *env) open(opts runtime.Options) {
 		}
 	}
 	opts.Environ = func() []string { return os.Environ() }
+	if opts.GitQueryDeadline == 0 {
+		opts.GitQueryDeadline = 2 * time.Minute // a loaded test machine, not the product's 5 s
+	}
 	rt, err := runtime.New(opts)
 	if err != nil {
 		e.t.Fatal(err)

@@ -253,9 +253,13 @@ func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, pr
 		return nodeResult{terminal: "BLOCKED", reason: reason}, err
 	}
 	if rt.src != nil {
-		if reason, err := rt.src.entryCheck(ctx, act, name); err != nil || reason != "" {
+		reason, err := rt.src.entryCheck(ctx, act, name)
+		if err != nil {
+			return nodeResult{}, fmt.Errorf("node %s of %s: check source: %w", name, act.card.ID, err)
+		}
+		if reason != "" {
 			rt.logEvent("node_blocked", map[string]any{"card": act.card.ID, "node": name, "reason": reason})
-			return nodeResult{terminal: "BLOCKED", reason: reason}, err
+			return nodeResult{terminal: "BLOCKED", reason: reason}, nil
 		}
 	}
 	if err := ne.prepareRecords(ctx); err != nil {

@@ -104,6 +104,9 @@ type Options struct {
 	// GitAfterStep, when set, is called after each durable step of the
 	// native Git engine (progress and crash tests).
 	GitAfterStep func(gitsource.Step)
+	// GitQueryDeadline overrides the five-second synchronous source check
+	// deadline (tests on a loaded machine).
+	GitQueryDeadline time.Duration
 }
 
 // Runtime is one project's live runtime.
@@ -182,7 +185,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	if pol := p.Workflows.Git(); pol != nil {
-		repo, err := project.OpenSource(context.Background(), p.Root, pol, project.SourceOptions{AfterStep: opts.GitAfterStep, Environ: opts.Environ})
+		repo, err := project.OpenSource(context.Background(), p.Root, pol, project.SourceOptions{AfterStep: opts.GitAfterStep, Environ: opts.Environ, QueryDeadline: opts.GitQueryDeadline})
 		if err != nil {
 			return nil, err
 		}
