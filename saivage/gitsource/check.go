@@ -128,7 +128,11 @@ func (r *Repo) lsIndex(ctx context.Context, indexFile string) (map[string][]entr
 
 // others lists untracked files that are not ignored, relative to an index.
 func (r *Repo) others(ctx context.Context, indexFile string) ([]string, error) {
-	out, err := r.run(ctx, Command{Args: []string{"ls-files", "-z", "--others", "--exclude-standard"}, IndexFile: indexFile})
+	args := []string{"ls-files", "-z", "--others", "--exclude-standard"}
+	for _, e := range r.excluded {
+		args = append(args, "--exclude=/"+e) // not even walked; filtered below too
+	}
+	out, err := r.run(ctx, Command{Args: args, IndexFile: indexFile})
 	if err != nil {
 		return nil, fmt.Errorf("list untracked files: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The crash helper: when the test binary is re-executed with these
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 func crashHelper(dir string) int {
 	at, _ := strconv.Atoi(os.Getenv(envCrashAt))
 	n := 0
-	r, err := Open(context.Background(), Options{Dir: dir, DeliveryBranch: "main", Environ: testEnv,
+	r, err := Open(context.Background(), Options{Dir: dir, DeliveryBranch: "main", Environ: testEnv, QueryDeadline: time.Minute,
 		AfterStep: func(s Step) {
 			n++
 			if n == at {

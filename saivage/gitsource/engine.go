@@ -141,47 +141,48 @@ func (r *Repo) enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
 	if err != nil {
 		return t, err
 	}
-	if err := r.switchTree(ctx, t); err != nil {
+	if _, err := r.switchTree(ctx, t, ""); err != nil {
 		return t, err
 	}
 	return t, r.detachHead(ctx, t.Commit)
 }
 
-// switchTree makes the checkout's real index and files hold target's tree.
-// Unless they already do, the checkout must match HEAD exactly and no
-// untracked (even ignored) file may stand where target puts a file.
-func (r *Repo) switchTree(ctx context.Context, target Tuple) error {
+// switchTree makes the checkout's real index and files hold target's tree
+// and reports whether it had to change them. Unless they already hold it
+// (verified: the tree the caller has just verified the checkout against),
+// the checkout must match HEAD exactly and no untracked (even ignored) file
+// may stand where target puts a file.
+func (r *Repo) switchTree(ctx context.Context, target Tuple, verified OID) (bool, error) {
+	if verified != "" && verified == target.Tree {
+		return false, nil
+	}
 	obs, err := r.Check(ctx, target)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if obs.Clean() {
-		return nil
+		return false, nil
 	}
-	head, _, err := r.head(ctx)
+	cur, err := r.headTuple(ctx)
 	if err != nil {
-		return err
-	}
-	cur, err := r.tuple(ctx, string(head))
-	if err != nil {
-		return err
+		return false, err
 	}
 	if err := r.Verify(ctx, cur); err != nil {
 		var d *DirtyError
 		if errors.As(err, &d) {
 			d.What = "the checkout's current selection " + describe(cur)
 		}
-		return err
+		return false, err
 	}
 	qctx, cancel := r.queryContext(ctx)
 	defer cancel()
 	from, err := r.lsTree(qctx, cur.Tree)
 	if err != nil {
-		return err
+		return false, err
 	}
 	to, err := r.lsTree(qctx, target.Tree)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var obstructed []string
 	for p := range to {
@@ -193,19 +194,19 @@ func (r *Repo) switchTree(ctx context.Context, target Tuple) error {
 		}
 	}
 	if len(obstructed) > 0 {
-		return &DirtyError{What: "untracked files in the way of " + describe(target), Observation: Observation{Uncaptured: sortedUnique(obstructed)}}
+		return false, &DirtyError{What: "untracked files in the way of " + describe(target), Observation: Observation{Uncaptured: sortedUnique(obstructed)}}
 	}
 	// Refresh the stat data so that read-tree sees the verified files as up
 	// to date, then switch with a two-way merge that only touches what
 	// differs.
 	if _, _, err := r.runCode(ctx, Command{Args: []string{"update-index", "-q", "--refresh"}}); err != nil {
-		return err
+		return false, err
 	}
 	if _, err := r.run(ctx, Command{Args: []string{"read-tree", "-m", "-u", string(cur.Tree), string(target.Tree)}}); err != nil {
-		return fmt.Errorf("switch the checkout to %s: %w", describe(target), err)
+		return false, fmt.Errorf("switch the checkout to %s: %w", describe(target), err)
 	}
 	r.step(StepSelectTree)
-	return nil
+	return true, nil
 }
 
 // detachHead points HEAD, detached, at c.
@@ -271,16 +272,12 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 	}
 	if done != "" { // an interrupted run squashed already
 		d.Resumed, d.Commit = true, done
-		return d, r.settleParent(ctx, p, &d)
+		return d, r.settleParent(ctx, p, &d, "")
 	}
 	if c.Commit != opts.Reviewed {
 		return d, &UnreviewedError{Card: opts.Child, Reviewed: opts.Reviewed, Tip: c.Commit}
 	}
-	head, _, err := r.head(ctx)
-	if err != nil {
-		return d, err
-	}
-	cur, err := r.tuple(ctx, string(head))
+	cur, err := r.headTuple(ctx)
 	if err != nil {
 		return d, err
 	}
@@ -320,12 +317,12 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 		r.step(StepSquashParent)
 		d.Commit, p = s, Tuple{Ref: p.Ref, Commit: s, Tree: tree}
 	}
-	return d, r.settleParent(ctx, p, &d)
+	return d, r.settleParent(ctx, p, &d, cur.Tree)
 }
 
 // settleParent selects the parent in the checkout and verifies files,
-// index and refs.
-func (r *Repo) settleParent(ctx context.Context, p Tuple, d *Delivery) error {
+// index and refs (verified: the tree the checkout was just found to match).
+func (r *Repo) settleParent(ctx context.Context, p Tuple, d *Delivery, verified OID) error {
 	now, err := r.tuple(ctx, p.Ref)
 	if err != nil {
 		return err
@@ -333,13 +330,17 @@ func (r *Repo) settleParent(ctx context.Context, p Tuple, d *Delivery) error {
 	if now.Commit != p.Commit {
 		return fmt.Errorf("%s moved to %s during delivery", p.Ref, short(now.Commit))
 	}
-	if err := r.switchTree(ctx, p); err != nil {
+	switched, err := r.switchTree(ctx, p, verified)
+	if err != nil {
 		return err
 	}
 	if err := r.detachHead(ctx, p.Commit); err != nil {
 		return err
 	}
 	d.Parent = p
+	if !switched { // the checkout was found to match p in this call
+		return nil
+	}
 	return r.Verify(ctx, p)
 }
 
@@ -375,7 +376,8 @@ func (r *Repo) deliverToBranch(ctx context.Context, root string) (Delivery, erro
 		return d, fmt.Errorf("the delivery branch moved outside Saivage: %s is not an ancestor of %s", short(old), describe(rt))
 	}
 	target := Tuple{Ref: r.branch, Commit: rt.Commit, Tree: rt.Tree}
-	if err := r.switchTree(ctx, target); err != nil {
+	switched, err := r.switchTree(ctx, target, "")
+	if err != nil {
 		return d, err
 	}
 	if old != rt.Commit {
@@ -394,6 +396,9 @@ func (r *Repo) deliverToBranch(ctx context.Context, root string) (Delivery, erro
 		r.step(StepSelectHead)
 	}
 	d.Parent = target
+	if !switched { // the checkout was found to match the branch tip above
+		return d, nil
+	}
 	if _, err := r.CheckDelivery(ctx); err != nil {
 		return d, fmt.Errorf("verify delivery: %w", err)
 	}

@@ -228,6 +228,9 @@ func TestCheckMissingObjectAndDeadline(t *testing.T) {
 	}
 	// The deadline is shared by the check's queries: an exhausted one fails
 	// the check with a killed command, not a partial observation.
+	if d := openRepo(t, dir, func(o *Options) { o.QueryDeadline = 0 }).opts.QueryDeadline; d != QueryDeadline {
+		t.Fatalf("default deadline %v", d)
+	}
 	r2 := openRepo(t, dir)
 	r2.opts.QueryDeadline = time.Nanosecond
 	main, _ := r.tuple(context.Background(), "main")
@@ -288,4 +291,20 @@ func TestCapture(t *testing.T) {
 	if tip, _ := r.Lookup(ctx, "c1"); tip.Commit != root.Commit {
 		t.Fatal("capture moved the card ref")
 	}
+}
+
+// FuzzCheckVersion holds the version gate to its definition for any
+// `git version` output: accepted exactly when not older than MinGitVersion,
+// and never a panic.
+func FuzzCheckVersion(f *testing.F) {
+	for _, s := range []string{"git version 2.39.5", "git version 2.38.0", "git version 2.37.99", "git version 2.45.1.windows.1", "", "git version ", "git version 10"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		err := checkVersion(out)
+		have := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "git version "))
+		if (err == nil) == versionLess(have, MinGitVersion) {
+			t.Fatalf("%q: err %v", out, err)
+		}
+	})
 }

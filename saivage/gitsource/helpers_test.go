@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testEnv is the environment of every Git the tests run: no global or
@@ -62,7 +63,10 @@ func newCheckout(t testing.TB, files map[string]string) string {
 
 func openRepo(t testing.TB, dir string, mod ...func(*Options)) *Repo {
 	t.Helper()
-	opts := Options{Dir: dir, DeliveryBranch: "main", Environ: testEnv, Identity: Identity{Name: "Saivage", Email: "saivage@example.com"}}
+	// The production deadline is QueryDeadline (5 s); the tests give their
+	// checks a minute so that a loaded machine does not fail them.
+	opts := Options{Dir: dir, DeliveryBranch: "main", Environ: testEnv, Identity: Identity{Name: "Saivage", Email: "saivage@example.com"},
+		QueryDeadline: time.Minute}
 	for _, m := range mod {
 		m(&opts)
 	}

@@ -46,7 +46,7 @@ func (r *Repo) startRebase(ctx context.Context, opts DeliverOptions, c, p Tuple,
 	if err := os.WriteFile(r.rebaseStatePath(), b, 0o600); err != nil {
 		return fmt.Errorf("record the rebase: %w", err)
 	}
-	if err := r.switchTree(ctx, c); err != nil {
+	if _, err := r.switchTree(ctx, c, ""); err != nil {
 		return err
 	}
 	if err := r.detachHead(ctx, c.Commit); err != nil {
@@ -62,7 +62,7 @@ func (r *Repo) startRebase(ctx context.Context, opts DeliverOptions, c, p Tuple,
 		if res.ExitCode == 0 {
 			// merge-tree saw a conflict the native rebase did not: put the
 			// checkout back on the reviewed child and refuse.
-			_ = r.switchTree(ctx, c)
+			_, _ = r.switchTree(ctx, c, "")
 			_ = r.detachHead(ctx, c.Commit)
 			return fmt.Errorf("merge-tree reported conflicts but the rebase onto %s succeeded; nothing delivered", short(p.Commit))
 		}
@@ -132,14 +132,11 @@ func (r *Repo) snapshotRebase(ctx context.Context, card string) (Snapshot, error
 	if err != nil {
 		return Snapshot{}, err
 	}
-	q, _, err := r.head(ctx)
+	qt, err := r.headTuple(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	qt, err := r.tuple(ctx, string(q))
-	if err != nil {
-		return Snapshot{}, err
-	}
+	q := qt.Commit
 	paths, err := r.unmerged(ctx)
 	if err != nil {
 		return Snapshot{}, err
@@ -208,7 +205,7 @@ func (r *Repo) returnSnapshot(ctx context.Context, snap Snapshot) (Tuple, error)
 	if err != nil {
 		return Tuple{}, err
 	}
-	if err := r.switchTree(ctx, Tuple{Commit: snap.Commit, Tree: snap.Tree}); err != nil {
+	if _, err := r.switchTree(ctx, Tuple{Commit: snap.Commit, Tree: snap.Tree}, ""); err != nil {
 		return Tuple{}, fmt.Errorf("restore the snapshot's files: %w", err)
 	}
 	msg := fmt.Sprintf("saivage: card %s replayed onto %s with conflicts to resolve\n\nSaivage-Card: %s\nSaivage-Original: %s\nSaivage-Snapshot: %s\nSaivage-Conflicts: %s\n",

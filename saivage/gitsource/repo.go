@@ -278,21 +278,29 @@ func (r *Repo) revParse(ctx context.Context, rev string) (OID, error) {
 // head reads HEAD: its commit and the branch it is attached to ("" when
 // detached).
 func (r *Repo) head(ctx context.Context) (OID, string, error) {
-	c, err := r.revParse(ctx, "HEAD")
+	out, res, err := r.runCode(ctx, Command{Args: []string{"rev-parse", "HEAD", "--symbolic-full-name", "HEAD"}})
 	if err != nil {
 		return "", "", fmt.Errorf("read HEAD: %w", err)
 	}
-	if c == "" {
+	f := strings.Fields(string(out.Stdout))
+	if res.ExitCode != 0 || len(f) != 2 {
 		return "", "", errors.New("read HEAD: the checkout has no commit")
 	}
-	out, res, err := r.runCode(ctx, Command{Args: []string{"symbolic-ref", "-q", "HEAD"}})
+	if f[1] == "HEAD" {
+		return OID(f[0]), "", nil
+	}
+	return OID(f[0]), f[1], nil
+}
+
+// headTuple is the tuple of the commit HEAD names (no Ref).
+func (r *Repo) headTuple(ctx context.Context) (Tuple, error) {
+	head, _, err := r.head(ctx)
 	if err != nil {
-		return "", "", fmt.Errorf("read HEAD: %w", err)
+		return Tuple{}, err
 	}
-	if res.ExitCode != 0 {
-		return c, "", nil
-	}
-	return c, strings.TrimSpace(string(out.Stdout)), nil
+	t, err := r.tuple(ctx, string(head))
+	t.Ref = ""
+	return t, err
 }
 
 // tuple resolves a ref (or commit) to a tuple.
