@@ -135,6 +135,9 @@ func startServedProject(t *testing.T, token string) *servedProject {
 // without one), extra saivage start arguments and environment.
 type serveOptions struct {
 	objective string
+	// template is the init template; classic-git gets a clean checkout of
+	// main with one commit first.
+	template  string
 	startArgs []string
 	vars      map[string]string
 	// configEdit rewrites config.yaml before the server starts.
@@ -147,8 +150,10 @@ func startServed(t *testing.T, token string, so serveOptions) *servedProject {
 		t.Skip("git is not installed")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
+	if so.template == "" {
+		if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
 	}
 	srv := llmtest.NewServer(t)
 	script := rtt.NewScript(t, srv)
@@ -159,6 +164,10 @@ func startServed(t *testing.T, token string, so serveOptions) *servedProject {
 		vars[k] = v
 	}
 	initArgs := []string{"init"}
+	if so.template != "" {
+		gitRepo(t, dir)
+		initArgs = append(initArgs, "--template", so.template)
+	}
 	if so.objective != "" {
 		initArgs = append(initArgs, "--objective", so.objective)
 	}
@@ -555,5 +564,65 @@ func TestCockpitLiveLatency(t *testing.T) {
 	eval[bool](b, `(() => { window.__block = false; return true })()`)
 	b.wait("the socket back", `document.documentElement.dataset.conn === 'live'`)
 	b.wait("the refetch after reconnect", `[...document.querySelectorAll('li[data-card] .card-title')].some((e) => e.textContent === 'Made while offline')`)
+	b.noExceptions()
+}
+
+// TestCockpitShowsSourceFacts: on a classic-git project the card detail
+// shows each card's source facts (private ref redacted, commit ids) and
+// the delivered commit, which is the delivery branch's commit naming it.
+func TestCockpitShowsSourceFacts(t *testing.T) {
+	p := startServed(t, "cockpit-token-0123456789", serveOptions{objective: "A greeting.", template: "classic-git"})
+	p.script.Add("planner@project",
+		rtt.Call("create_card", map[string]any{"title": "Greeting", "records": map[string]string{"brief": "hello.txt"}}),
+		rtt.Call("activate_card", map[string]any{"card_id": "project.a"}),
+		rtt.Call("write", map[string]any{"path": "record:plan", "content": "One goal."}),
+		rtt.Emit("done", "planned", nil),
+		rtt.Call("write", map[string]any{"path": "record:assessment", "content": "Met."}),
+		rtt.Emit("done", "met", map[string]any{"verdict": "complete"}),
+	)
+	p.script.Add("planner@project.a",
+		rtt.Call("create_card", map[string]any{"title": "Write hello", "records": map[string]string{"brief": "hello.txt"}}),
+		rtt.Call("activate_card", map[string]any{"card_id": "project.a.a"}),
+		rtt.Call("write", map[string]any{"path": "record:plan", "content": "1. hello.txt"}),
+		rtt.Emit("done", "done", nil),
+	)
+	p.script.Add("reviewer@project.a", rtt.Emit("done", "met", map[string]any{"verdict": "approved"}))
+	p.script.Add("executor@project.a.a",
+		rtt.Call("write", map[string]any{"path": "hello.txt", "content": "hello\n"}),
+		rtt.Call("checkpoint_source", map[string]any{}),
+		rtt.Call("write", map[string]any{"path": "record:summary", "content": "Wrote hello.txt."}),
+		rtt.Emit("done", "wrote", nil),
+	)
+	p.script.Add("reviewer@project.a.a",
+		rtt.Call("write", map[string]any{"path": "record:review", "content": "Good."}),
+		rtt.Emit("done", "approved", map[string]any{"verdict": "approved"}),
+	)
+	if code := p.do("POST", "/api/runtime/run", "", nil); code != 200 && code != 202 {
+		t.Fatalf("run: %d", code)
+	}
+	poll(t, "the Run to end", func() bool { return p.status() == "stopped" })
+	out, err := exec.Command("git", "-C", p.dir, "log", "-1", "--format=%H %s", "main").Output()
+	if err != nil || !strings.Contains(string(out), "project.a.a") {
+		t.Fatalf("main: %s %v", out, err)
+	}
+	delivered := strings.Fields(string(out))[0]
+	b := newBrowser(t, 1280, 900, false)
+	b.signIn(p.url, "cockpit-token-0123456789")
+	b.do(chromedp.Navigate(p.url + "/#/card/project.a.a"))
+	b.wait("the source facts", `!!document.querySelector('section.source dd[data-fact=delivered] code')`)
+	got := eval[string](b, `document.querySelector('section.source dd[data-fact=delivered] code').title`)
+	if got != delivered {
+		t.Errorf("delivered commit shown = %q, main = %q", got, delivered)
+	}
+	text := eval[string](b, `document.querySelector('section.source').innerText`)
+	if !strings.Contains(text, "[private ref]") || strings.Contains(text, "refs/saivage") || !strings.Contains(text, delivered[:12]) {
+		t.Errorf("source section = %q", text)
+	}
+	b.do(chromedp.Navigate(p.url + "/#/card/project"))
+	b.wait("the root's source facts", `!!document.querySelector('.card-view[data-card="project"] section.source')`)
+	if root := eval[string](b, `document.querySelector('section.source').innerText`); !strings.Contains(root, "main") {
+		t.Errorf("root source section = %q", root)
+	}
+	b.shot("cockpit-card-source")
 	b.noExceptions()
 }

@@ -68,6 +68,9 @@ template's prompts and config.yaml are written (an existing config and its
 prompts are kept). The configuration is then compiled, and the generated
 state (cards/, agents/, logs/, work/) is published with a root card of type
 "project". Running init again on an initialised project only validates it.
+A provision-required template (classic-git) needs a Git checkout whose
+delivery branch is checked out and clean: init refuses a dirty checkout
+naming the paths, then commissions the root's private ref.
 
 Templates:
 ` + templateList(),
@@ -89,10 +92,14 @@ Templates:
 			if err != nil {
 				return err
 			}
+			root, err := p.Cards.Get(ctx, cards.RootID)
+			if err != nil {
+				return err
+			}
 			if pf.json {
 				return writeJSON(e.stdout, map[string]any{
 					"root": p.Root, "config": p.ConfigPath, "wrote_config": res.WroteConfig,
-					"bootstrapped": res.Bootstrapped, "cards": p.Graph.Active,
+					"bootstrapped": res.Bootstrapped, "cards": p.Graph.Active, "git": root.ReadModel().Git,
 				})
 			}
 			if res.WroteConfig {
@@ -104,6 +111,10 @@ Templates:
 				fmt.Fprintf(e.stdout, "initialised project in %s with root card %q\n", p.StateDir, cards.RootID)
 			} else {
 				fmt.Fprintf(e.stdout, "project already initialised; %d cards admitted\n", p.Graph.Active)
+			}
+			if g := root.Git; g != nil && res.Bootstrapped {
+				fmt.Fprintf(e.stdout, "commissioned delivery branch %s at %s; cards work on private refs under %s; .saivage/ is ignored through .git/info/exclude\n",
+					g.DeliveryBranch, g.Tip, p.Workflows.Git().RefNamespace)
 			}
 			if objective == "" && res.Bootstrapped {
 				fmt.Fprintln(e.stdout, "next: write the objective (a Markdown file) into the root card's objective record with the server running: saivage record write project objective FILE")
@@ -130,6 +141,9 @@ an endpoint that is not reachable is noted, not an error.`,
 				return usageError{"validate takes no arguments"}
 			}
 			p, err := pf.open(ctx, e)
+			if err == nil {
+				err = p.CheckSourcePolicy(ctx)
+			}
 			if err != nil {
 				if pf.json {
 					_ = writeJSON(e.stdout, map[string]any{"ok": false, "error": err.Error()})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,9 +133,13 @@ func TestInitEachTemplate(t *testing.T) {
 		{"classic", "prompts/nodes/goal-plan.md"},
 		{"classic-typed", "prompts/nodes/typed-goal-plan.md"},
 		{"paad-typed", "prompts/nodes/paad-project-plan.md"},
+		{"classic-git", "prompts/nodes/git-correction.md"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			if tc.name == "classic-git" {
+				gitRepo(t, dir)
+			}
 			env := map[string]string{"SAIVAGE_ROOT": dir}
 			code, out, errs := runCLI(t, env, "init", "--template", tc.name, "--objective", "Ship it")
 			if code != 0 || !strings.Contains(out, "(template "+tc.name+")") {
@@ -160,7 +165,7 @@ func TestInitEachTemplate(t *testing.T) {
 	var out string
 	code, out, errs = runCLI(t, nil, "init", "--help")
 	out += errs
-	for _, tpl := range []string{"classic ", "classic-typed ", "paad-typed "} {
+	for _, tpl := range []string{"classic ", "classic-typed ", "paad-typed ", "classic-git "} {
 		if code != 0 || !strings.Contains(out, "  "+tpl) {
 			t.Errorf("init --help does not list %s: %q", tpl, out)
 		}
@@ -221,5 +226,57 @@ func TestInitConfigWorksAgainstStewardsGateway(t *testing.T) {
 	code, out, errs = runCLI(t, env, "validate")
 	if code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(errs, "providers.gateway: model names not checked: "+srv.URL+"/v1 is not reachable") {
 		t.Fatalf("validate with the gateway down: %d %q %q", code, out, errs)
+	}
+}
+
+// gitRepo makes dir a Git checkout of main with one commit (Debian's git).
+func gitRepo(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "initial"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestInitClassicGit: init commissions a clean checkout (the root's private
+// ref at main, .saivage/ ignored, validate ok); a dirty checkout is refused
+// naming its paths, and a changed source policy fails validate.
+func TestInitClassicGit(t *testing.T) {
+	dir := t.TempDir()
+	gitRepo(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "dirty.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SAIVAGE_ROOT": dir}
+	code, _, errs := runCLI(t, env, "init", "--template", "classic-git")
+	if code == 0 || !strings.Contains(errs, "dirty.txt") || !strings.Contains(errs, "commissioning refused") {
+		t.Fatalf("init on a dirty checkout: %d %q", code, errs)
+	}
+	if err := os.Remove(filepath.Join(dir, "dirty.txt")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, env, "init", "--json")
+	if code != 0 {
+		t.Fatalf("init: %d %q %q", code, out, errs)
+	}
+	main, _ := exec.Command("git", "-C", dir, "rev-parse", "main").Output()
+	ref, _ := exec.Command("git", "-C", dir, "rev-parse", "refs/saivage/cards/project").Output()
+	if len(main) == 0 || string(main) != string(ref) || !strings.Contains(out, `"tip": "`+strings.TrimSpace(string(main))) || !strings.Contains(out, `"ref": "[private ref]"`) {
+		t.Fatalf("commissioning: main %s ref %s out %s", main, ref, out)
+	}
+	if st, _ := exec.Command("git", "-C", dir, "status", "--porcelain").Output(); len(st) != 0 {
+		t.Errorf("checkout not clean after init: %s", st)
+	}
+	if code, out, errs := runCLI(t, env, "validate"); code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("validate: %d %q %q", code, out, errs)
+	}
+	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
+	cfg, _ := os.ReadFile(cfgPath)
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(string(cfg), "excluded_paths: []", "excluded_paths: [build]", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, env, "validate"); code == 0 || !strings.Contains(errs, "source policy") {
+		t.Fatalf("validate after a policy change: %d %q", code, errs)
 	}
 }

@@ -110,6 +110,9 @@ type Card struct {
 	Author    string    `json:"author"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Git holds the card's native Git source facts; null until the runtime
+	// publishes them (see PublishSourceFacts).
+	Git *SourceFacts `json:"git"`
 }
 
 // Tombstoned reports whether the card was deleted.

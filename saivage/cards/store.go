@@ -319,6 +319,11 @@ type CreateInput struct {
 	// accepted as version 1 authored by Author.
 	Bootstrap map[string]string
 	Author    string
+	// Commission, for the root of a native Git project, runs after the
+	// root's card directories and session indexes exist and before its
+	// authored records and first head: it creates the root's private ref
+	// and returns the completed source facts the first head selects.
+	Commission func() (*SourceFacts, error)
 }
 
 // Create creates a card. The root is created when Parent is empty and no
@@ -384,14 +389,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Card, error) {
 		}
 	}
 	for _, r := range tbl.Records() {
-		ref := records.Ref{CardDir: dir, Card: id, Name: r.Name}
-		if _, err := s.records.Initialize(ref, r.Initial); err != nil {
+		if _, err := s.records.Initialize(records.Ref{CardDir: dir, Card: id, Name: r.Name}, r.Initial); err != nil {
 			return Card{}, err
-		}
-		if content, ok := in.Bootstrap[r.Name]; ok && strings.TrimSpace(content) != "" {
-			if _, err := s.records.AcceptContent(ref, content, in.Author); err != nil {
-				return Card{}, err
-			}
 		}
 	}
 	for _, agent := range tbl.SessionAgents() {
@@ -399,10 +398,29 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Card, error) {
 			return Card{}, err
 		}
 	}
+	var facts *SourceFacts
+	if in.Commission != nil {
+		if id != RootID {
+			return Card{}, opErr("create card under", in.Parent, fmt.Errorf("%w: only the root is commissioned", ErrInvalid))
+		}
+		if facts, err = in.Commission(); err != nil {
+			return Card{}, err
+		}
+		if err := facts.check(id, nil); err != nil || facts == nil {
+			return Card{}, opErr("commission", id, fmt.Errorf("%w: incomplete root source facts: %v", ErrInvalid, err))
+		}
+	}
+	for _, r := range tbl.Records() {
+		if content, ok := in.Bootstrap[r.Name]; ok && strings.TrimSpace(content) != "" {
+			if _, err := s.records.AcceptContent(records.Ref{CardDir: dir, Card: id, Name: r.Name}, content, in.Author); err != nil {
+				return Card{}, err
+			}
+		}
+	}
 	now := s.now().UTC()
 	c := Card{Format: CardFormat, Kind: KindOrdinary, ID: id, Type: in.Type, Parent: in.Parent, Depth: DepthOf(id),
 		Title: in.Title, Description: in.Description, Status: Backlog, Dependencies: slices.Clone(in.Dependencies),
-		Author: in.Author, CreatedAt: now}
+		Author: in.Author, CreatedAt: now, Git: facts}
 	_, c, err = s.publish(Head{}, c, true)
 	if err != nil {
 		return Card{}, err

@@ -204,7 +204,7 @@ func TestValidateShapeErrors(t *testing.T) {
 		{"analyst must be global", "analyst_agent: analyst", "analyst_agent: planner", "analyst_agent"},
 		{"oversight interval", "interval_seconds: 1800", "interval_seconds: 0", "oversight.interval_seconds"},
 		{"compaction fraction", "tail_fraction: 0.3", "tail_fraction: 1.5", "compaction.tail_fraction"},
-		{"git on", "enabled: false\n  format_version: 1", "enabled: true\n  format_version: 1", "git_workflow.enabled"},
+		{"git on without a delivery branch", "enabled: false\n  format_version: 1", "enabled: true\n  format_version: 1", "git_workflow.delivery_branch"},
 		{"git off with on fields", "enabled: false\n  format_version: 1", "enabled: false\n  format_version: 1\n  delivery_branch: main", "git_workflow"},
 		{"git format", "enabled: false\n  format_version: 1", "enabled: false\n  format_version: 2", "git_workflow.format_version"},
 		{"record format", "objective:\n        bootstrap: true\n        format: markdown", "objective:\n        bootstrap: true\n        format: docx", "card_types.project.records.objective.format"},
@@ -350,4 +350,60 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The ON variant: every field is either honoured or refused by name with
+// what this build supports.
+func TestGitWorkflowOn(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "templates", "classic-git", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := string(data)
+	load := func(y string) (*config.Config, error) {
+		return config.Load(config.LoadOptions{Path: writeConfig(t, y), LookupEnv: env(nil), DefaultCardTypes: templates.ClassicCardTypes})
+	}
+	cfg, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.GitWorkflow
+	if !cfg.GitOn() || g.DeliveryBranch != "main" || g.RefNamespace() != "refs/saivage" || g.IntegrationMode() != "squash" ||
+		g.RebasePreservation() != "snapshot" || g.CheckpointPreservation() != "private_ref" || g.ReviewBindings["task"].ApprovedOutcome != "approved" {
+		t.Fatalf("git_workflow = %+v", g)
+	}
+	tests := []struct{ name, from, to, path, msg string }{
+		{"no delivery branch", "  delivery_branch: main\n", "", "git_workflow.delivery_branch", "required"},
+		{"bad branch", "delivery_branch: main", "delivery_branch: 'ma in'", "git_workflow.delivery_branch", "not a valid Git branch name"},
+		{"branch with dotdot", "delivery_branch: main", "delivery_branch: a..b", "git_workflow.delivery_branch", "not a valid"},
+		{"merge integration", "integration: squash", "integration: merge", "git_workflow.integration", "not supported"},
+		{"rebase preservation", "interrupted_rebase: snapshot", "interrupted_rebase: keep", "git_workflow.preservation.interrupted_rebase", "not supported"},
+		{"checkpoint preservation", "source_checkpoint: private_ref", "source_checkpoint: stash", "git_workflow.preservation.source_checkpoint", "not supported"},
+		{"heads namespace", "private_ref_namespace: refs/saivage", "private_ref_namespace: refs/heads/saivage", "git_workflow.private_ref_namespace", "namespace Git or users own"},
+		{"namespace outside refs", "private_ref_namespace: refs/saivage", "private_ref_namespace: saivage", "git_workflow.private_ref_namespace", "under refs/"},
+		{"namespace trailing slash", "private_ref_namespace: refs/saivage", "private_ref_namespace: refs/saivage/", "git_workflow.private_ref_namespace", "not a valid"},
+		{"excluded pattern", "excluded_paths: []", "excluded_paths: ['*.log']", "git_workflow.excluded_paths[0]", "literal path"},
+		{"excluded escape", "excluded_paths: []", "excluded_paths: [../x]", "git_workflow.excluded_paths[0]", "inside the checkout"},
+		{"excluded git dir", "excluded_paths: []", "excluded_paths: [ok, .git/hooks]", "git_workflow.excluded_paths[1]", "Git's own directory"},
+		{"source root", `source_roots: ["."]`, "source_roots: [src]", "git_workflow.source_roots[0]", "not supported"},
+		{"no bindings", "  review_bindings:\n    task: {node: review, approved_outcome: approved}\n", "  review_bindings: {}\n", "git_workflow.review_bindings", "required"},
+		{"binding type", "task: {node: review, approved_outcome: approved}", "story: {node: review, approved_outcome: approved}", "git_workflow.review_bindings.story", "unknown card type"},
+		{"binding node", "task: {node: review, approved_outcome: approved}", "task: {node: inspect, approved_outcome: approved}", "git_workflow.review_bindings.task.node", "no node"},
+		{"binding outcome", "task: {node: review, approved_outcome: approved}", "task: {node: review}", "git_workflow.review_bindings.task.approved_outcome", "required"},
+		{"correction agent", "    agent: executor\n    prompt: {reference: prompts/nodes/git-correction.md}", "    agent: reviewer\n    prompt: {reference: prompts/nodes/git-correction.md}", "git_workflow.correction.agent", "checkpoint_source"},
+		{"correction prompt", "    prompt: {reference: prompts/nodes/git-correction.md}\n", "", "git_workflow.correction.prompt", "required"},
+		{"off with on fields", "enabled: true\n  format_version: 1\n  delivery_branch", "enabled: false\n  format_version: 1\n  delivery_branch", "git_workflow", "only format_version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.from) {
+				t.Fatalf("fixture text %q not in template", tt.from)
+			}
+			_, err := load(strings.Replace(base, tt.from, tt.to, 1))
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Path != tt.path || !strings.Contains(ce.Msg, tt.msg) {
+				t.Fatalf("err = %v, want %s: …%s…", err, tt.path, tt.msg)
+			}
+		})
+	}
 }

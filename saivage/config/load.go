@@ -72,7 +72,7 @@ func Validate(cfg *Config) error {
 	v.oversight(cfg)
 	v.compaction(cfg.Compaction, cfg.Providers)
 	v.mcp(cfg.MCPServers)
-	v.git(cfg.GitWorkflow)
+	v.git(cfg)
 	v.cardTypes(cfg.CardTypes)
 	return v.err
 }
@@ -357,23 +357,6 @@ func (v *validator) mcp(ms map[string]MCPServer) {
 		default:
 			v.fail(path+".transport", `must be "stdio" or "http", not %q`, m.Transport)
 		}
-	}
-}
-
-func (v *validator) git(g *GitWorkflow) {
-	if g == nil {
-		return
-	}
-	if g.FormatVersion != 1 {
-		v.fail("git_workflow.format_version", "must be 1")
-	}
-	if g.Enabled {
-		v.fail("git_workflow.enabled", "the native Git workflow (enabled: true) is not supported by this build")
-		return
-	}
-	if g.Correction != nil || g.DeliveryBranch != "" || g.ExcludedPaths != nil || g.Integration != "" ||
-		g.Preservation != nil || g.PrivateRefNamespace != "" || g.ReviewBindings != nil || g.SourceRoots != nil {
-		v.fail("git_workflow", "with enabled: false only format_version may be set")
 	}
 }
 

@@ -157,9 +157,12 @@ type MCPServer struct {
 	Headers   map[string]string `yaml:"headers,omitempty"`
 }
 
-// GitWorkflow is the native Git workflow switch. Only the OFF variant
-// ({enabled: false, format_version}) is accepted by this build; the ON
-// variant's fields are decoded so that errors name them exactly.
+// GitWorkflow is the native Git workflow. The OFF variant is exactly
+// {enabled: false, format_version: 1}; the ON variant (enabled: true) makes
+// agents' source changes land as reviewed commits: each card works on its
+// own private ref, the Executor checkpoints, an approved review delivers a
+// squash commit to the parent and finally to delivery_branch. See git.go
+// for the accepted values.
 type GitWorkflow struct {
 	Enabled             bool                     `yaml:"enabled,omitempty"`
 	FormatVersion       int                      `yaml:"format_version,omitempty"`

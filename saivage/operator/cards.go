@@ -98,7 +98,7 @@ func (s *Server) getCard(w http.ResponseWriter, r *http.Request) error {
 	}
 	tbl, _ := s.rt.Project().Workflows.Table(c.Type)
 	return s.writeRedacted(w, http.StatusOK, map[string]any{
-		"card": c, "head": map[string]any{"uuid": h.HeadUUID, "version": h.Version, "revision": h.Revision},
+		"card": c.ReadModel(), "head": map[string]any{"uuid": h.HeadUUID, "version": h.Version, "revision": h.Revision},
 		"records": recs, "permitted_child_types": tbl.PermittedChildTypes(),
 	})
 }
@@ -287,7 +287,7 @@ func (s *Server) getCardVersion(w http.ResponseWriter, r *http.Request) error {
 	if v > len(hist) {
 		return notFound(fmt.Sprintf("the card has versions 1..%d", len(hist)))
 	}
-	return s.writeRedacted(w, http.StatusOK, hist[v-1])
+	return s.writeRedacted(w, http.StatusOK, hist[v-1].ReadModel())
 }
 
 func (s *Server) getCardDiff(w http.ResponseWriter, r *http.Request) error {
@@ -300,8 +300,8 @@ func (s *Server) getCardDiff(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a, _ := json.MarshalIndent(hist[from-1], "", "  ")
-	b, _ := json.MarshalIndent(hist[to-1], "", "  ")
+	a, _ := json.MarshalIndent(hist[from-1].ReadModel(), "", "  ")
+	b, _ := json.MarshalIndent(hist[to-1].ReadModel(), "", "  ")
 	id := hist[0].ID
 	d := records.Diff(fmt.Sprintf("%s v%d", id, from), fmt.Sprintf("%s v%d", id, to), string(a), string(b))
 	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": id, "from": from, "to": to, "diff": d})

@@ -334,6 +334,10 @@ func Init(ctx context.Context, opts InitOptions) (*Project, InitResult, error) {
 }
 
 func (p *Project) bootstrap(ctx context.Context, opts InitOptions) error {
+	cm, err := p.qualify(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range []string{"work", "logs", "agents"} {
 		if err := p.Publisher.Mkdir(filepath.Join(p.StateDir, r), true); err != nil {
 			return err
@@ -351,10 +355,21 @@ func (p *Project) bootstrap(ctx context.Context, opts InitOptions) error {
 	if strings.TrimSpace(opts.Objective) != "" {
 		in.Bootstrap = map[string]string{"objective": opts.Objective}
 	}
-	if _, err := p.Cards.Create(ctx, in); err != nil {
+	if cm != nil {
+		in.Commission = cm.commission(ctx)
+	}
+	root, err := p.Cards.Create(ctx, in)
+	if err != nil {
 		return err
 	}
-	return p.LogEvent("project_initialized", map[string]any{"template": opts.Template})
+	data := map[string]any{"template": opts.Template}
+	if cm != nil {
+		if err := ignoreGenerated(p.Root); err != nil {
+			return fmt.Errorf("ignore .saivage/ in the checkout: %w", err)
+		}
+		data["delivery_branch"], data["commit"], data["policy_digest"] = cm.pol.DeliveryBranch, root.Git.Tip, cm.pol.Digest
+	}
+	return p.LogEvent("project_initialized", data)
 }
 
 // Events returns the app log events that keep returns true for, in order.

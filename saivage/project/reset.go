@@ -103,6 +103,11 @@ func Reset(ctx context.Context, opts InitOptions) (*Project, error) {
 			_ = lk.Release()
 		}
 	}()
+	// A Git project preflights clean delivery and unused provisioning (no
+	// root private ref) before any generated-root deletion.
+	if _, err := newProject(opts.Options, cfg, set).qualify(ctx); err != nil {
+		return nil, fmt.Errorf("reset refused before deleting anything: %w", err)
+	}
 	for _, name := range resetOrder {
 		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
 			return nil, fmt.Errorf("reset: remove %s (run saivage reset again to finish): %w", name, err)

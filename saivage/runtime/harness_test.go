@@ -39,7 +39,10 @@ type envOptions struct {
 	// initEdit rewrites the template's config.yaml before init, so the
 	// generated state follows it (new records, for example).
 	initEdit func(string) string
-	rtOpts   runtime.Options
+	// prepare runs on the empty project directory before init (a Git
+	// checkout for classic-git, for example).
+	prepare func(dir string)
+	rtOpts  runtime.Options
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -50,6 +53,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	ctx := context.Background()
 	if o.objective == "" {
 		o.objective = "Build a hello tool."
+	}
+	if o.prepare != nil {
+		o.prepare(dir)
 	}
 	if o.initEdit != nil {
 		name := o.template
@@ -119,6 +125,9 @@ func (e *env) open(opts runtime.Options) {
 		}
 	}
 	opts.Environ = func() []string { return os.Environ() }
+	if opts.GitQueryDeadline == 0 {
+		opts.GitQueryDeadline = 2 * time.Minute // a loaded test machine, not the product's 5 s
+	}
 	rt, err := runtime.New(opts)
 	if err != nil {
 		e.t.Fatal(err)

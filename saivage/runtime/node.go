@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/saivage/cards"
+	"github.com/agentstack/agentstack/saivage/gitsource"
 	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/state"
 	"github.com/agentstack/agentstack/saivage/tools"
@@ -36,6 +37,15 @@ type activation struct {
 	tbl      *workflow.Table
 	accepted map[string]acceptedResult // latest accepted result per node
 	ordinal  int
+
+	// Native Git workflow (rt.src != nil): the tip the review entered
+	// with, the exact approved tip, and the node a correction returns to
+	// with why it runs and the conflicted paths it must resolve.
+	reviewEntry gitsource.OID
+	reviewed    gitsource.OID
+	returnTo    string
+	correction  string
+	conflicts   []string
 }
 
 // acceptedResult is an accepted emit_result.
@@ -94,6 +104,11 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 			return tools.ChildOutcome{}, err
 		}
 	}
+	if rt.src != nil {
+		if err := rt.src.enter(ctx, c); err != nil {
+			return tools.ChildOutcome{}, fmt.Errorf("activate %s: %w", id, err)
+		}
+	}
 	if c, err = rt.p.Cards.Activate(ctx, id); err != nil {
 		return tools.ChildOutcome{}, err
 	}
@@ -114,7 +129,15 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 	tr := st.Transitions[0]
 	node, prompts := strings.TrimPrefix(tr.Target, "node:"), []*workflow.Prompt{tr.Prompt}
 	act := &activation{card: c, tbl: tbl, accepted: map[string]acceptedResult{}}
+	if pending := c.Git; rt.src != nil && pending != nil && pending.Correction != nil {
+		// A preserved rebase whose correction did not finish: reenter it.
+		act.returnTo, act.correction, act.conflicts = pending.Correction.Node, pending.Correction.Reason, pending.Correction.Paths
+		node, prompts = workflow.CorrectionNode, nil
+	}
 	for {
+		if node == workflow.CorrectionNode {
+			prompts = append(prompts, &workflow.Prompt{Text: "Why the correction runs: " + act.correction})
+		}
 		res, err := rt.runNode(ctx, act, node, prompts)
 		// A claimed activation settles as stopped even when a halt or its
 		// own claimed ancestor cancelled its parent meanwhile: the claim
@@ -125,8 +148,25 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 		if err != nil {
 			return tools.ChildOutcome{}, err
 		}
+		if res.next == "" && rt.src != nil {
+			correct, err := rt.src.settle(context.WithoutCancel(ctx), act, &res)
+			if err != nil {
+				return tools.ChildOutcome{}, err
+			}
+			if correct {
+				node, prompts = workflow.CorrectionNode, nil
+				act.ordinal++
+				continue
+			}
+		}
 		if res.next == "" {
 			return rt.finishCard(ctx, act, res)
+		}
+		if res.next == workflow.ReturnTarget {
+			res.next, res.prompts = act.returnTo, nil
+			if err := rt.src.corrected(ctx, act); err != nil {
+				return tools.ChildOutcome{}, err
+			}
 		}
 		node, prompts = res.next, res.prompts
 		act.ordinal++
@@ -215,6 +255,16 @@ func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, pr
 	if reason, err := ne.readGates(ctx); err != nil || reason != "" {
 		return nodeResult{terminal: "BLOCKED", reason: reason}, err
 	}
+	if rt.src != nil {
+		reason, err := rt.src.entryCheck(ctx, act, name)
+		if err != nil {
+			return nodeResult{}, fmt.Errorf("node %s of %s: check source: %w", name, act.card.ID, err)
+		}
+		if reason != "" {
+			rt.logEvent("node_blocked", map[string]any{"card": act.card.ID, "node": name, "reason": reason})
+			return nodeResult{terminal: "BLOCKED", reason: reason}, nil
+		}
+	}
 	if err := ne.prepareRecords(ctx); err != nil {
 		return nodeResult{}, err
 	}
@@ -244,6 +294,9 @@ func (rt *Runtime) runNode(ctx context.Context, act *activation, name string, pr
 	env := rt.toolEnv(tools.Caller{Agent: nd.Agent, Card: act.card.ID, Node: name, WorkRoot: filepath.Join(rt.root(), ".saivage", "work", "cards", act.card.ID),
 		DraftRecords: ne.writable, RecordWrites: ag.MayWrite, Tools: nd.Tools})
 	env.Children = rt
+	if rt.src != nil {
+		env.Source = rt.src
+	}
 	env.AfterActivation = func() {
 		if h, err := ne.descendantHeads(context.WithoutCancel(ctx)); err == nil {
 			ne.snapshot = h
@@ -670,13 +723,27 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 			}
 		}
 	}
+	if src := ne.rt.src; src != nil && (terminal == "" || terminal == "DONE") {
+		msg, err := src.ready(ctx, ne, tr, res.Outcome)
+		if err != nil {
+			return agent.ToolResult{}, err
+		}
+		if msg != "" {
+			return fail("source_ready", msg)
+		}
+	}
 	closed, err := ne.closeRecords()
 	if err != nil {
 		return agent.ToolResult{}, err
 	}
 	ar := acceptedResult{Node: ne.nd.Name, Outcome: res.Outcome, Summary: res.Summary, Data: res.Data}
-	ne.act.accepted[ne.nd.Name] = ar
+	if ne.nd.Purpose != workflow.PurposeCorrection { // correction never becomes a product result
+		ne.act.accepted[ne.nd.Name] = ar
+	}
 	done := &nodeResult{tr: tr, result: &ar}
+	if ne.nd.Purpose == workflow.PurposeCorrection {
+		done.result = nil
+	}
 	msg := ""
 	if terminal != "" {
 		done.terminal = terminal

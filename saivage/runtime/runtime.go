@@ -19,6 +19,7 @@ import (
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
+	"github.com/agentstack/agentstack/saivage/gitsource"
 	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/templates"
 	"github.com/agentstack/agentstack/saivage/tools"
@@ -104,6 +105,12 @@ type Options struct {
 	// RestartServer, when set, schedules a restart of the server process
 	// (restart_server); nil reports the tool unavailable.
 	RestartServer func(ctx context.Context, reason string) error
+	// GitAfterStep, when set, is called after each durable step of the
+	// native Git engine (progress and crash tests).
+	GitAfterStep func(gitsource.Step)
+	// GitQueryDeadline overrides the five-second synchronous source check
+	// deadline (tests on a loaded machine).
+	GitQueryDeadline time.Duration
 }
 
 // Runtime is one project's live runtime.
@@ -132,6 +139,7 @@ type Runtime struct {
 	hold      *MaintenanceHold
 	acts      activations
 
+	src       *source // nil when git_workflow is off
 	analyst   *Analyst
 	ops       *operations
 	oversight *oversight
@@ -179,6 +187,13 @@ func New(opts Options) (*Runtime, error) {
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
 	if err := rt.mcp.EnableDefinitions(filepath.Join(p.StateDir, tools.MCPDefinitionsFile), p.Publisher); err != nil {
 		return nil, err
+	}
+	if pol := p.Workflows.Git(); pol != nil {
+		repo, err := project.OpenSource(context.Background(), p.Root, pol, project.SourceOptions{AfterStep: opts.GitAfterStep, Environ: opts.Environ, QueryDeadline: opts.GitQueryDeadline})
+		if err != nil {
+			return nil, err
+		}
+		rt.src = &source{rt: rt, repo: repo, policy: pol}
 	}
 	rt.analyst = newAnalyst(rt)
 	rt.ops = newOperations()
@@ -268,6 +283,9 @@ func (rt *Runtime) ownerFailed(owner string, err error) {
 func (rt *Runtime) MCP() *tools.MCPServers { return rt.mcp }
 
 func (rt *Runtime) startup(ctx context.Context) error {
+	if err := rt.p.CheckSourcePolicy(ctx); err != nil {
+		return err
+	}
 	globals := []string{rt.p.Workflows.Analyst()}
 	if ov := rt.p.Workflows.Oversight(); ov != "" {
 		if _, err := os.Stat(filepath.Join(rt.p.StateDir, "agents", ov, "index.json")); err == nil {

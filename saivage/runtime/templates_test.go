@@ -14,7 +14,11 @@ import (
 func TestEveryTemplateRunsToDone(t *testing.T) {
 	for _, tpl := range templates.All() {
 		t.Run(tpl.Name, func(t *testing.T) {
-			e := newEnv(t, envOptions{template: tpl.Name})
+			o := envOptions{template: tpl.Name}
+			if tpl.ProvisionRequired {
+				o.prepare = gitCheckout(t, map[string]string{"README.md": "# demo\n"})
+			}
+			e := newEnv(t, o)
 			e.script.Add("planner@project",
 				call("write", map[string]any{"path": "record:plan", "content": "Nothing to build: the objective is a note."}),
 				emit("done", "planned", nil),

@@ -15,7 +15,7 @@ func TestRegistryIsExplicit(t *testing.T) {
 	for _, tpl := range All() {
 		names = append(names, tpl.Name)
 	}
-	if !slices.Equal(names, []string{"classic", "classic-typed", "paad-typed"}) {
+	if !slices.Equal(names, []string{"classic", "classic-typed", "paad-typed", "classic-git"}) {
 		t.Fatalf("templates = %v", names)
 	}
 	// Every embedded directory is a registered template's layer, and every

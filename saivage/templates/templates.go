@@ -19,7 +19,7 @@ import (
 	"github.com/agentstack/agentstack/saivage/workflow"
 )
 
-//go:embed classic classic-typed paad-typed
+//go:embed classic classic-typed paad-typed classic-git
 var embedded embed.FS
 
 // ConfigFile is the configuration file name inside a template and inside a
@@ -34,7 +34,11 @@ type Template struct {
 	Name string
 	// Description says what the template sets up.
 	Description string
-	dir         string
+	// ProvisionRequired templates need provisioning at init: classic-git
+	// needs a clean Git checkout on its delivery branch, which init
+	// commissions.
+	ProvisionRequired bool
+	dir               string
 	// layers are directory names searched in order for prompt files.
 	layers []string
 }
@@ -52,6 +56,8 @@ func All() []Template {
 			Description: "classic with typed goal children: architecture (component then system review), implementation, test (coverage then verify) and research cards"},
 		{Name: "paad-typed", dir: "paad-typed", layers: []string{"paad-typed", "classic-typed", "classic"},
 			Description: "classic-typed in plan-act-assess-deliver cycles: PAAD plan prompts, no research cards, Oversight enabled, snapped compaction"},
+		{Name: "classic-git", dir: "classic-git", layers: []string{"classic-git", "classic"}, ProvisionRequired: true,
+			Description: "classic with the native Git workflow: tasks work on private refs, approved reviews deliver one commit per card to the delivery branch (needs a clean Git checkout)"},
 	}
 }
 

@@ -2,6 +2,8 @@ package tools_test
 
 import (
 	"context"
+	"maps"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,11 +49,6 @@ func TestEveryShippedToolIsProvided(t *testing.T) {
 		switch n {
 		case "emit_result": // generated per node by the runtime
 			continue
-		case "checkpoint_source": // refused at compile time (native Git workflow)
-			if slices.Contains(workflow.KnownTools(), n) {
-				t.Errorf("%s is offered for configuration but this build refuses it", n)
-			}
-			continue
 		}
 		if !slices.Contains(provided, n) {
 			t.Errorf("shipped tool %s has no implementation", n)
@@ -72,12 +69,17 @@ func TestRoleToolsMatchSpecRowsForEveryTemplate(t *testing.T) {
 	for _, tpl := range templates.All() {
 		t.Run(tpl.Name, func(t *testing.T) {
 			dir := t.TempDir()
+			rows := specRows
+			if tpl.ProvisionRequired { // classic-git: the spec's derived native selection
+				gitInit(t, dir)
+				rows = gitRows()
+			}
 			p, _, err := project.Init(context.Background(), project.InitOptions{Options: project.Options{Root: dir}, Template: tpl.Name})
 			if err != nil {
 				t.Fatal(err)
 			}
 			env := &tools.Env{Root: dir, StateDir: filepath.Join(dir, ".saivage"), Cards: p.Cards, Workflows: p.Workflows, Config: p.Config}
-			for role, want := range specRows {
+			for role, want := range rows {
 				ag, ok := p.Workflows.Agent(role)
 				if !ok {
 					t.Fatalf("no agent %s", role)
@@ -94,11 +96,34 @@ func TestRoleToolsMatchSpecRowsForEveryTemplate(t *testing.T) {
 					if nd.Kind != workflow.NodeAgent {
 						continue
 					}
-					if got := boundNames(t, env, nd.Tools); got != specRows[nd.Agent] {
-						t.Errorf("%s.%s (%s) bound %s\nspec row %s", ct, nn, nd.Agent, got, specRows[nd.Agent])
+					if got := boundNames(t, env, nd.Tools); got != rows[nd.Agent] {
+						t.Errorf("%s.%s (%s) bound %s\nspec row %s", ct, nn, nd.Agent, got, rows[nd.Agent])
 					}
 				}
 			}
 		})
+	}
+}
+
+// gitRows derives classic-git's rows from the spec's: the Analyst excludes
+// run_command/wait_process/kill_process and the three default MCP tools,
+// the Executor adds checkpoint_source, other roles are unchanged.
+func gitRows() map[string]string {
+	rows := maps.Clone(specRows)
+	drop := []string{"run_command", "wait_process", "kill_process", "mcp_tool_call", "mcp_server_control", "mcp_tools"}
+	rows["analyst"] = strings.Join(slices.DeleteFunc(strings.Split(rows["analyst"], ","), func(n string) bool { return slices.Contains(drop, n) }), ",")
+	exec := append(strings.Split(rows["executor"], ","), "checkpoint_source")
+	slices.Sort(exec)
+	rows["executor"] = strings.Join(exec, ",")
+	return rows
+}
+
+// gitInit makes dir a clean Git checkout of main (Debian's git).
+func gitInit(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "initial"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 }

@@ -152,6 +152,9 @@ type Env struct {
 	RestartServer func(ctx context.Context, reason string) error
 	// Redact removes configured secrets from text the model sees.
 	Redact func(string) string
+	// Source checkpoints card callers' source (checkpoint_source); nil
+	// when the native Git workflow is off.
+	Source SourceCheckpointer
 	// AfterActivation is called after activate_card returned (the Planner
 	// observed fresh descendant state).
 	AfterActivation func()

@@ -85,7 +85,7 @@ func (env *Env) cardVersion(ctx context.Context, id string, v int) (cards.Card, 
 	if v < 1 || v > len(hist) {
 		return cards.Card{}, fmt.Errorf("card %s has versions 1..%d, not %d", id, len(hist), v)
 	}
-	return hist[v-1], nil
+	return hist[v-1].ReadModel(), nil
 }
 
 func getCardVersionTool(env *Env) agent.Tool {

@@ -25,20 +25,12 @@ var oversightAllowedTools = setOf(
 	"read", "read_agent_session", "read_record_version", "read_runtime_errors", "read_runtime_events",
 )
 
-// unprovidedTools are known identities this build cannot provide, with why;
-// configuring one fails compilation with that reason.
-var unprovidedTools = map[string]string{
-	"checkpoint_source": "needs the native Git workflow (git_workflow.enabled: true), which this build does not provide",
-}
-
-// KnownTools returns every configurable tool identity this build provides
-// (tools and quality tools), sorted.
+// KnownTools returns every configurable tool identity (tools and quality
+// tools), sorted. checkpoint_source needs git_workflow.enabled.
 func KnownTools() []string {
 	var out []string
 	for n := range knownTools {
-		if unprovidedTools[n] == "" {
-			out = append(out, n)
-		}
+		out = append(out, n)
 	}
 	for n := range knownQualityTools {
 		out = append(out, n)

@@ -52,6 +52,7 @@ type Set struct {
 	agents    map[string]Agent
 	analyst   string
 	oversight string
+	git       *GitPolicy
 }
 
 // Table returns the state table of a card type.
@@ -112,6 +113,15 @@ func Compile(ctx context.Context, cfg *config.Config, opts Options) (*Set, error
 		set.agents[name] = a
 	}
 	c.agents = set.agents
+	var err error
+	if set.git, err = c.gitPolicy(); err != nil {
+		return nil, err
+	}
+	if set.git != nil {
+		if err := c.checkGitAgents(set.agents); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range sorted(cfg.CardTypes) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -119,6 +129,14 @@ func Compile(ctx context.Context, cfg *config.Config, opts Options) (*Set, error
 		t, err := c.cardType(name, cfg.CardTypes[name])
 		if err != nil {
 			return nil, err
+		}
+		if set.git.Delivers(name) {
+			if err := c.reviewBinding(name, t); err != nil {
+				return nil, err
+			}
+			if err := c.correctionNode(t); err != nil {
+				return nil, err
+			}
 		}
 		set.tables[name] = t
 	}
@@ -206,8 +224,10 @@ func (c *compiler) agent(name string, a config.Agent) (Agent, error) {
 			return Agent{}, fail(tp, "emit_result is generated per node and cannot be configured")
 		case !knownTools[t]:
 			return Agent{}, fail(tp, "unknown tool %q", t)
-		case unprovidedTools[t] != "":
-			return Agent{}, fail(tp, "tool %q %s", t, unprovidedTools[t])
+		case t == "checkpoint_source" && !c.cfg.GitOn():
+			return Agent{}, fail(tp, "tool %q needs the native Git workflow (git_workflow.enabled: true)", t)
+		case t == "checkpoint_source" && a.Session != "card":
+			return Agent{}, fail(tp, "tool checkpoint_source needs a card session; agent %q is global", name)
 		case t == "skill" && !a.Skills:
 			return Agent{}, fail(tp, "tool skill needs skills: true on agent %q", name)
 		case seen[t]:
@@ -407,7 +427,7 @@ func (c *compiler) node(typeName string, ct config.CardType, nn string, n config
 	if !config.ValidName(nn) {
 		return Node{}, fail(np, "node names use a-z, 0-9, '_' and '-'")
 	}
-	out := Node{Name: nn, Records: map[string]RecordUse{}}
+	out := Node{Name: nn, Purpose: PurposeProduct, Records: map[string]RecordUse{}}
 	e := n.Execution
 	ep := np + ".execution"
 	var agent Agent

@@ -43,6 +43,7 @@ func TestCompileBuiltinTemplates(t *testing.T) {
 				"classic":       {"goal", "project", "task"},
 				"classic-typed": {"architecture", "goal", "implementation", "project", "research", "test"},
 				"paad-typed":    {"architecture", "goal", "implementation", "project", "research", "test"},
+				"classic-git":   {"goal", "project", "task"},
 			}[tpl.Name]
 			if got := set.CardTypes(); !slices.Equal(got, want) {
 				t.Fatalf("card types = %v, want %v", got, want)

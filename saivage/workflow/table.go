@@ -124,6 +124,10 @@ type DataField struct {
 type Node struct {
 	Name string   `json:"name"`
 	Kind NodeKind `json:"kind"`
+	// Purpose is product for authored nodes and correction for the
+	// generated Git correction participant, whose results never become
+	// accepted product results.
+	Purpose string `json:"purpose"`
 	// Agent nodes.
 	Agent            string               `json:"agent,omitempty"`
 	Tools            []string             `json:"tools,omitempty"`

@@ -73,6 +73,7 @@ function overviewFacet(ctx, detail) {
       h('dt', {}, 'Updated'), h('dd', {}, fmtTime(c.updated_at)),
       h('dt', {}, 'Author'), h('dd', {}, c.author || '')),
     c.description ? markdown(c.description) : null,
+    sourceFacts(c.git),
     h('h3', {}, 'Records'),
     h('table', { class: 'grid' }, h('thead', {}, h('tr', {}, h('th', {}, 'Record'), h('th', {}, 'Latest'), h('th', {}, 'State'))),
       h('tbody', {}, detail.records.map((r) => h('tr', {},
@@ -82,6 +83,24 @@ function overviewFacet(ctx, detail) {
     h('h3', {}, 'Agent sessions'), sessions,
     h('h3', {}, 'Children'), children);
   return { el, destroy: () => req.abort() };
+}
+
+// sourceFacts shows a card's native Git source facts (read-only; the
+// server redacts the private ref's text): commit ids, the delivered
+// commit, and why source is held or being corrected.
+function sourceFacts(g) {
+  if (!g) return null;
+  const oid = (v) => v ? h('code', { title: v }, v.slice(0, 12)) : h('span', { class: 'muted' }, 'not yet');
+  const rows = [
+    h('dt', {}, 'Private ref'), h('dd', {}, g.ref),
+    h('dt', {}, 'Base'), h('dd', {}, oid(g.base)),
+    h('dt', {}, 'Checkpoint'), h('dd', {}, oid(g.tip)),
+    h('dt', {}, 'Delivered commit'), h('dd', { dataset: { fact: 'delivered' } }, oid(g.delivered)),
+  ];
+  if (g.delivery_branch) rows.push(h('dt', {}, 'Delivery branch'), h('dd', {}, g.delivery_branch, g.branch ? [' at ', oid(g.branch)] : ''));
+  if (g.held) rows.push(h('dt', {}, 'Held'), h('dd', { class: 'warn' }, g.held));
+  if (g.correction) rows.push(h('dt', {}, 'Correction'), h('dd', {}, `${g.correction.reason} (original `, oid(g.correction.original), ', onto ', oid(g.correction.current), ')'));
+  return h('section', { class: 'source', 'aria-label': 'Source' }, h('h3', {}, 'Source'), h('dl', { class: 'fields' }, rows));
 }
 
 // sessionPicker lets a facet choose one of the card's sessions.
