@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	_ "image/jpeg" // RasterTokens reads JPEG headers
@@ -308,4 +310,69 @@ func JoinNewest(parts []string, budget int) string {
 		}
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+// MaxSummaryCalls is the logical summary calls one compaction may make:
+// every refine step and the one correction share it.
+const MaxSummaryCalls = 16
+
+// ErrSummaryBudget is returned by Refine when the call budget ran out
+// before the whole source was folded: a partial fold covers nothing.
+var ErrSummaryBudget = errors.New("the summary call budget is exhausted")
+
+// Refine is one sequential refine accumulator: it folds disjoint source
+// ranges into one running summary, each call seeing the summary so far and
+// only source it has not seen. One Refine belongs to one compaction; its
+// calls (refine steps and at most one correction of an empty reply) share
+// MaxCalls.
+type Refine struct {
+	// MaxCalls bounds the logical summary calls (default MaxSummaryCalls).
+	MaxCalls int
+	// ChunkBytes bounds the new source one call transports (default 64 KiB).
+	ChunkBytes int
+	// Call asks the summarizer to fold source into acc (empty on the first
+	// call); correction is set on the retry of an empty reply.
+	Call func(ctx context.Context, acc, source string, correction bool) (string, error)
+
+	calls     int
+	corrected bool
+}
+
+// Calls is how many summary calls were made so far.
+func (r *Refine) Calls() int { return r.calls }
+
+// Advance folds parts (rendered rows, oldest first, never split) into acc
+// and returns the new accumulator. Parts are grouped into chunks of at most
+// ChunkBytes (a larger part travels alone). Nothing is committed on error:
+// the caller keeps its previous accumulator.
+func (r *Refine) Advance(ctx context.Context, acc string, parts []string) (string, error) {
+	maxCalls := cmp.Or(r.MaxCalls, MaxSummaryCalls)
+	chunk := cmp.Or(r.ChunkBytes, 64<<10)
+	for len(parts) > 0 {
+		n, size := 0, 0
+		for n < len(parts) && (n == 0 || size+len(parts[n])+2 <= chunk) {
+			size += len(parts[n]) + 2
+			n++
+		}
+		next := ""
+		for correction := false; ; correction = true {
+			if r.calls >= maxCalls {
+				return "", ErrSummaryBudget
+			}
+			r.calls++
+			out, err := r.Call(ctx, acc, strings.Join(parts[:n], "\n\n"), correction)
+			if err != nil {
+				return "", err
+			}
+			if next = strings.TrimSpace(out); next != "" {
+				break
+			}
+			if r.corrected {
+				return "", errors.New("the summarizer returned no text after its correction")
+			}
+			r.corrected = true
+		}
+		acc, parts = next, parts[n:]
+	}
+	return acc, nil
 }

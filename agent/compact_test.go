@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -141,4 +143,61 @@ func TestCompactorKeepsPairsInsideATurn(t *testing.T) {
 	}
 	paired(t, res.History)
 	paired(t, res.Messages)
+}
+
+func TestRefine(t *testing.T) {
+	parts := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("row%02d %s", i, strings.Repeat("x", 90)))
+		}
+		return out
+	}
+	t.Run("sequential disjoint folds", func(t *testing.T) {
+		var sources []string
+		r := &agent.Refine{ChunkBytes: 250, Call: func(_ context.Context, acc, src string, _ bool) (string, error) {
+			sources = append(sources, src)
+			return acc + "+" + strings.Fields(src)[0], nil
+		}}
+		acc, err := r.Advance(context.Background(), "S", parts(5))
+		if err != nil || acc != "S+row00+row02+row04" || r.Calls() != 3 {
+			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
+		}
+		if strings.Count(strings.Join(sources, "\n\n"), "row") != 5 {
+			t.Errorf("a row travelled twice or not at all: %q", sources)
+		}
+	})
+	t.Run("one correction of an empty reply", func(t *testing.T) {
+		var corrections []bool
+		r := &agent.Refine{Call: func(_ context.Context, acc, src string, c bool) (string, error) {
+			corrections = append(corrections, c)
+			if len(corrections) == 1 || len(corrections) == 3 {
+				return " ", nil
+			}
+			return "ok", nil
+		}}
+		if acc, err := r.Advance(context.Background(), "", parts(1)); err != nil || acc != "ok" {
+			t.Fatalf("first advance = %q, %v", acc, err)
+		}
+		if _, err := r.Advance(context.Background(), "ok", parts(1)); err == nil || !strings.Contains(err.Error(), "after its correction") {
+			t.Fatalf("second empty reply = %v", err)
+		}
+		if fmt.Sprint(corrections) != "[false true false]" {
+			t.Errorf("corrections = %v", corrections)
+		}
+	})
+	t.Run("16-call budget", func(t *testing.T) {
+		r := &agent.Refine{ChunkBytes: 1, Call: func(_ context.Context, acc, _ string, _ bool) (string, error) { return acc + ".", nil }}
+		acc, err := r.Advance(context.Background(), "", parts(agent.MaxSummaryCalls+1))
+		if !errors.Is(err, agent.ErrSummaryBudget) || acc != "" || r.Calls() != agent.MaxSummaryCalls {
+			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
+		}
+	})
+	t.Run("call error", func(t *testing.T) {
+		boom := errors.New("boom")
+		r := &agent.Refine{Call: func(context.Context, string, string, bool) (string, error) { return "", boom }}
+		if _, err := r.Advance(context.Background(), "", parts(2)); !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
