@@ -85,7 +85,9 @@ func contentServer(t *testing.T, opts *mcp.ServerOptions, onList func()) string 
 	server := mcp.NewServer(&mcp.Implementation{Name: "content", Version: "1"}, opts)
 	add := func(name string, res *mcp.CallToolResult) {
 		mcp.AddTool(server, &mcp.Tool{Name: name, Description: name},
-			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) { return res, nil, nil })
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return res, nil, nil
+			})
 	}
 	add("picture", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "before"}, &mcp.ImageContent{MIMEType: "image/png", Data: quad}, &mcp.TextContent{Text: "after"}}})
 	add("gif", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/gif", Data: []byte("GIF89a")}}})
