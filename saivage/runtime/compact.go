@@ -62,12 +62,21 @@ func roundStart(rows []conversations.Row, i int) bool {
 }
 
 // inherited is how many leading rows a segment inherited from the previous
-// compaction as structure (its summary): folding only those is no progress.
+// compaction as structure — its summary and the protected rows kept right
+// after it (markers, the node's entry prompt): folding only those is no
+// progress, and they would be protected again anyway.
 func inherited(rows []conversations.Row) int {
-	if len(rows) > 0 && rows[0].Kind == "summary" {
-		return 1
+	if len(rows) == 0 || rows[0].Kind != "summary" {
+		return 0
 	}
-	return 0
+	n := 1
+	for n < len(rows) && rows[n].Kind == "marker" {
+		n++
+		if n < len(rows) && rows[n].Kind == "user" && decodeContent(rows[n-1]).Type == markerNode {
+			n++
+		}
+	}
+	return n
 }
 
 // endpoints chooses a compaction's at most two positive endpoints over rows

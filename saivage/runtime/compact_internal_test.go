@@ -112,9 +112,16 @@ func TestEndpoints(t *testing.T) {
 			}
 		})
 	}
-	// Nothing beyond the inherited summary: no endpoint.
-	only := []conversations.Row{{ID: "s", Kind: "summary"}, {ID: "x", Kind: "tool_call"}}
-	if p, f := endpoints(only, 1, 100, false); p != -1 || f != -1 {
+	// Nothing beyond the inherited summary and its protected node prompt:
+	// no endpoint, so no summary call.
+	var only history
+	only.rows = []conversations.Row{{ID: "s", Kind: "summary", Content: rawJSON(map[string]string{"text": "earlier"})}}
+	only.node(1)
+	only.rows = append(only.rows, conversations.Row{ID: "x", Kind: "tool_call"})
+	if lead := inherited(only.rows); lead != 3 {
+		t.Errorf("inherited = %d, want the summary, marker and prompt", lead)
+	}
+	if p, f := endpoints(only.rows, inherited(only.rows), 100, false); p != -1 || f != -1 {
 		t.Errorf("structural-only endpoints = %d, %d", p, f)
 	}
 }
