@@ -201,3 +201,55 @@ func TestRefine(t *testing.T) {
 		}
 	})
 }
+
+// TestSummaryCompactorNoSmallerChangesNothing: a summary longer than what
+// it replaces is no compaction; the conversation is sent as it was.
+func TestSummaryCompactorNoSmallerChangesNothing(t *testing.T) {
+	srv, client := setup(t)
+	srv.Enqueue("summarizer", llmtest.Reply{Content: strings.Repeat("an overlong summary ", 3000)})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "Here you are."})
+	msgs := append(history(16), llm.Message{Role: "user", Content: "and now?"})
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: agent.Budget{ContextWindow: 6000, MaxOutput: 1000}, SummaryModel: "summarizer"}})
+	if err != nil || res.Text != "Here you are." || len(res.Compactions) != 0 || res.History != nil {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || strings.Contains(string(reqs[1].Raw), "overlong summary") {
+		t.Fatalf("the primary request carries the refused summary (%d requests)", len(reqs))
+	}
+}
+
+// TestSummaryCompactorRefinesALongTranscript: covered messages larger than
+// the summarizer's input are folded in sequential calls, the second one
+// carrying the first summary and only newer messages, not cut.
+func TestSummaryCompactorRefinesALongTranscript(t *testing.T) {
+	srv, client := setup(t)
+	srv.Enqueue("summarizer", llmtest.Reply{Content: "FIRST PART"}, llmtest.Reply{Content: "BOTH PARTS"}, llmtest.Reply{Content: "ALL PARTS"})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "ok"})
+	msgs := []llm.Message{{Role: "system", Content: "be brief"}}
+	for i := range 12 {
+		msgs = append(msgs, llm.Message{Role: "user", Content: fmt.Sprintf("note%02d %s", i, strings.Repeat("x", 3900))},
+			llm.Message{Role: "assistant", Content: "noted"})
+	}
+	msgs = append(msgs, llm.Message{Role: "user", Content: "and now?"})
+	// Usable input 10,000 tokens: the summarizer's chunk is 30,000 bytes.
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: agent.Budget{ContextWindow: 12000, MaxOutput: 800, Utilization: 0.9, Trigger: 0.5}, SummaryModel: "summarizer"}})
+	if err != nil || len(res.Compactions) != 1 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	var sums []string
+	for _, r := range srv.Requests() {
+		if r.Model == "summarizer" {
+			sums = append(sums, string(r.Raw))
+		}
+	}
+	if len(sums) < 2 || strings.Contains(sums[0], "SUMMARY SO FAR") || !strings.Contains(sums[0], "note00") ||
+		!strings.Contains(sums[1], `SUMMARY SO FAR:\nFIRST PART`) || strings.Contains(sums[1], "note00") {
+		t.Fatalf("summary calls = %d: %.200q / %.200q", len(sums), sums[0], sums[min(1, len(sums)-1)])
+	}
+	if s := res.Compactions[0].Summary; s != map[int]string{2: "BOTH PARTS", 3: "ALL PARTS"}[len(sums)] {
+		t.Errorf("summary = %q after %d calls", s, len(sums))
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
@@ -379,17 +378,9 @@ func (iv *invoker) foldCall(ctx context.Context, acc, source string, correction 
 	if iv.rt.models.summarizer != "" {
 		model = iv.rt.models.summarizer
 	}
-	var user strings.Builder
-	if acc != "" {
-		user.WriteString("SUMMARY SO FAR:\n" + acc + "\n\nNEW TRANSCRIPT (extend the summary with it):\n")
-	}
-	user.WriteString(source)
-	if correction {
-		user.WriteString("\n\nYour previous reply had no usable summary text. Reply with the complete summary as plain text only, within the output limit.")
-	}
 	req := &llm.ChatRequest{Model: model, MaxTokens: summaryMaxTokens, Messages: []llm.Message{
 		{Role: "system", Content: summarySystem},
-		{Role: "user", Content: user.String()},
+		{Role: "user", Content: agent.RefineInput(acc, source, correction)},
 	}}
 	resp, attempts, err := iv.send(ctx, req, nil, "summary")
 	if err != nil {
