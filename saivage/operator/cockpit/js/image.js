@@ -23,7 +23,11 @@ export function imagePreview({ sessionId, segment, row, index, width, height, op
     if (url) URL.revokeObjectURL(url);
     url = null;
     dlg.remove();
-    opener?.focus();
+    // A refreshed transcript may have replaced the button: focus its
+    // successor (same row and index) then.
+    const back = opener?.isConnected ? opener
+      : document.querySelector(`.image-occurrence[data-row="${CSS.escape(row)}"][data-index="${index}"]`);
+    back?.focus();
   };
   close.addEventListener('click', () => dlg.close());
   dlg.addEventListener('close', done);
