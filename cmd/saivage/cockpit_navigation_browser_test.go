@@ -36,6 +36,14 @@ func TestCockpitFollowsAnalystNavigationAndShowsImages(t *testing.T) {
 	b := newBrowser(t, 1280, 900, false)
 	b.signIn(p.url, p.token)
 	b.wait("the live socket", `document.documentElement.dataset.conn === 'live'`)
+	// The cockpit moves on a tool result; the turn ends with its text after
+	// it, and a second turn is refused (409) until then.
+	idle := func() {
+		poll(t, "the Analyst's turn to end", func() bool {
+			var info struct{ Busy bool }
+			return p.get("/api/chat", &info) == 200 && !info.Busy
+		})
+	}
 
 	// The image occurrence: metadata first, pixels only in the dialog.
 	b.setValue("#analyst-input", "Show me shot.png")
@@ -58,6 +66,7 @@ func TestCockpitFollowsAnalystNavigationAndShowsImages(t *testing.T) {
 		t.Error("1:1 did not switch the scale")
 	}
 	b.click("dialog.image-preview .image-close")
+	idle()
 	// Focus goes back to the occurrence when it is still shown; a transcript
 	// refreshed meanwhile (a later hint) may have collapsed it, so only the
 	// dialog's removal is asserted.
@@ -68,6 +77,7 @@ func TestCockpitFollowsAnalystNavigationAndShowsImages(t *testing.T) {
 	b.setValue("#analyst-input", "Open the project card")
 	b.click(".analyst form button[type=submit]")
 	b.wait("the card view", `location.hash === '#/card/project' && !!document.querySelector('[data-nav]')`)
+	idle()
 	if code := p.do("POST", "/api/chat", `{"message":"Go back"}`, nil); code != 202 && code != 200 {
 		t.Fatalf("chat post = %d", code)
 	}
@@ -76,6 +86,7 @@ func TestCockpitFollowsAnalystNavigationAndShowsImages(t *testing.T) {
 	// A reload reads the past navigation as a baseline and stays put.
 	b.do(chromedp.Reload())
 	b.wait("the home view", `!!document.querySelector('.analyst .transcript .msg')`)
+	idle()
 	b.setValue("#analyst-input", "Anything else?")
 	b.click(".analyst form button[type=submit]")
 	b.wait("the last answer", `document.querySelector('.analyst .transcript').textContent.includes('Nothing to open.')`)
