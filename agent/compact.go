@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	_ "image/jpeg" // RasterTokens reads JPEG headers
@@ -170,7 +172,8 @@ const maxSummaryRowChars = 4000
 // Compact implements Compactor.
 func (c *SummaryCompactor) Compact(ctx context.Context, step CompactStep) (*Compaction, error) {
 	msgs := step.Messages
-	if !step.Rejected && !c.Budget.Over(EstimateTokens(msgs, step.Tools)) {
+	before := EstimateTokens(msgs, step.Tools)
+	if !step.Rejected && !c.Budget.Over(before) {
 		return nil, nil
 	}
 	lead := 0
@@ -224,6 +227,9 @@ func (c *SummaryCompactor) Compact(ctx context.Context, step CompactStep) (*Comp
 	out = append(out, msgs[:lead]...)
 	out = append(out, llm.Message{Role: "user", Content: SummaryPrefix + text})
 	out = append(out, body[cut:]...)
+	if EstimateTokens(out, step.Tools) >= before {
+		return nil, nil // no smaller: nothing changes
+	}
 	return &Compaction{Messages: out, Summary: text, Covered: cut}, nil
 }
 
@@ -240,24 +246,43 @@ func (c *SummaryCompactor) summarize(ctx context.Context, step CompactStep, cove
 	if prompt == "" {
 		prompt = DefaultSummaryPrompt
 	}
-	budget := max(c.Budget.UsableInput()*4*3/4, 16<<10)
-	req := &llm.ChatRequest{Model: model, MaxTokens: maxTokens, Messages: []llm.Message{
-		{Role: "system", Content: prompt},
-		{Role: "user", Content: Transcript(covered, budget)},
+	// A transcript larger than the summarizer can take is folded in
+	// sequential chunks (refine), not cut.
+	r := &Refine{ChunkBytes: max(c.Budget.UsableInput()*4*3/4, 16<<10), Call: func(ctx context.Context, acc, source string, correction bool) (string, error) {
+		req := &llm.ChatRequest{Model: model, MaxTokens: maxTokens, Messages: []llm.Message{
+			{Role: "system", Content: prompt},
+			{Role: "user", Content: RefineInput(acc, source, correction)},
+		}}
+		resp, err := step.Model.ChatStream(ctx, req, func(llm.StreamChunk) error { return nil })
+		if err != nil || resp == nil || len(resp.Choices) == 0 {
+			return "", err
+		}
+		return resp.Choices[0].Message.Content, nil
 	}}
-	resp, err := step.Model.ChatStream(ctx, req, func(llm.StreamChunk) error { return nil })
+	text, err := r.Advance(ctx, "", transcriptParts(covered))
 	if err != nil {
 		return "", fmt.Errorf("summarise %d earlier messages: %w", len(covered), err)
 	}
-	if resp == nil || len(resp.Choices) == 0 || strings.TrimSpace(resp.Choices[0].Message.Content) == "" {
-		return "", fmt.Errorf("summarise %d earlier messages: the model returned no text", len(covered))
-	}
-	return strings.TrimSpace(resp.Choices[0].Message.Content), nil
+	return text, nil
 }
 
-// Transcript renders messages as plain text for a summariser, keeping the
-// newest when the whole exceeds budget bytes.
-func Transcript(msgs []llm.Message, budget int) string {
+// RefineInput is the user text of one refine step: the summary so far (when
+// there is one) and the new source, with the correction request when the
+// previous reply had no usable text.
+func RefineInput(acc, source string, correction bool) string {
+	var b strings.Builder
+	if acc != "" {
+		b.WriteString("SUMMARY SO FAR:\n" + acc + "\n\nNEW TRANSCRIPT (extend the summary with it):\n")
+	}
+	b.WriteString(source)
+	if correction {
+		b.WriteString("\n\nYour previous reply had no usable summary text. Reply with the complete summary as plain text only, within the output limit.")
+	}
+	return b.String()
+}
+
+// transcriptParts renders each message as one plain-text part.
+func transcriptParts(msgs []llm.Message) []string {
 	var parts []string
 	for _, m := range msgs {
 		var s string
@@ -274,7 +299,7 @@ func Transcript(msgs []llm.Message, budget int) string {
 		}
 		parts = append(parts, TruncateMarked(s, maxSummaryRowChars))
 	}
-	return JoinNewest(parts, budget)
+	return parts
 }
 
 // TruncateMarked shortens s to at most n bytes on a rune boundary, marking
@@ -297,15 +322,67 @@ func Truncate(s string, n int) string {
 	return s[:n]
 }
 
-// JoinNewest joins parts with blank lines, dropping the oldest (marked) when
-// the whole would exceed budget bytes.
-func JoinNewest(parts []string, budget int) string {
-	total := 0
-	for i := len(parts) - 1; i >= 0; i-- {
-		total += len(parts[i]) + 2
-		if total > budget {
-			return "…[older rows omitted]\n\n" + strings.Join(parts[i+1:], "\n\n")
+// MaxSummaryCalls is the logical summary calls one compaction may make:
+// every refine step and the one correction share it.
+const MaxSummaryCalls = 16
+
+// ErrSummaryBudget is returned by Refine when the call budget ran out
+// before the whole source was folded: a partial fold covers nothing.
+var ErrSummaryBudget = errors.New("the summary call budget is exhausted")
+
+// Refine is one sequential refine accumulator: it folds disjoint source
+// ranges into one running summary, each call seeing the summary so far and
+// only source it has not seen. One Refine belongs to one compaction; its
+// calls (refine steps and at most one correction of an empty reply) share
+// MaxCalls.
+type Refine struct {
+	// MaxCalls bounds the logical summary calls (default MaxSummaryCalls).
+	MaxCalls int
+	// ChunkBytes bounds the new source one call transports (default 64 KiB).
+	ChunkBytes int
+	// Call asks the summarizer to fold source into acc (empty on the first
+	// call); correction is set on the retry of an empty reply.
+	Call func(ctx context.Context, acc, source string, correction bool) (string, error)
+
+	calls     int
+	corrected bool
+}
+
+// Calls is how many summary calls were made so far.
+func (r *Refine) Calls() int { return r.calls }
+
+// Advance folds parts (rendered rows, oldest first, never split) into acc
+// and returns the new accumulator. Parts are grouped into chunks of at most
+// ChunkBytes (a larger part travels alone). Nothing is committed on error:
+// the caller keeps its previous accumulator.
+func (r *Refine) Advance(ctx context.Context, acc string, parts []string) (string, error) {
+	maxCalls := cmp.Or(r.MaxCalls, MaxSummaryCalls)
+	chunk := cmp.Or(r.ChunkBytes, 64<<10)
+	for len(parts) > 0 {
+		n, size := 0, 0
+		for n < len(parts) && (n == 0 || size+len(parts[n])+2 <= chunk) {
+			size += len(parts[n]) + 2
+			n++
 		}
+		next := ""
+		for correction := false; ; correction = true {
+			if r.calls >= maxCalls {
+				return "", ErrSummaryBudget
+			}
+			r.calls++
+			out, err := r.Call(ctx, acc, strings.Join(parts[:n], "\n\n"), correction)
+			if err != nil {
+				return "", err
+			}
+			if next = strings.TrimSpace(out); next != "" {
+				break
+			}
+			if r.corrected {
+				return "", errors.New("the summarizer returned no text after its correction")
+			}
+			r.corrected = true
+		}
+		acc, parts = next, parts[n:]
 	}
-	return strings.Join(parts, "\n\n")
+	return acc, nil
 }

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -141,4 +143,113 @@ func TestCompactorKeepsPairsInsideATurn(t *testing.T) {
 	}
 	paired(t, res.History)
 	paired(t, res.Messages)
+}
+
+func TestRefine(t *testing.T) {
+	parts := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("row%02d %s", i, strings.Repeat("x", 90)))
+		}
+		return out
+	}
+	t.Run("sequential disjoint folds", func(t *testing.T) {
+		var sources []string
+		r := &agent.Refine{ChunkBytes: 250, Call: func(_ context.Context, acc, src string, _ bool) (string, error) {
+			sources = append(sources, src)
+			return acc + "+" + strings.Fields(src)[0], nil
+		}}
+		acc, err := r.Advance(context.Background(), "S", parts(5))
+		if err != nil || acc != "S+row00+row02+row04" || r.Calls() != 3 {
+			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
+		}
+		if strings.Count(strings.Join(sources, "\n\n"), "row") != 5 {
+			t.Errorf("a row travelled twice or not at all: %q", sources)
+		}
+	})
+	t.Run("one correction of an empty reply", func(t *testing.T) {
+		var corrections []bool
+		r := &agent.Refine{Call: func(_ context.Context, acc, src string, c bool) (string, error) {
+			corrections = append(corrections, c)
+			if len(corrections) == 1 || len(corrections) == 3 {
+				return " ", nil
+			}
+			return "ok", nil
+		}}
+		if acc, err := r.Advance(context.Background(), "", parts(1)); err != nil || acc != "ok" {
+			t.Fatalf("first advance = %q, %v", acc, err)
+		}
+		if _, err := r.Advance(context.Background(), "ok", parts(1)); err == nil || !strings.Contains(err.Error(), "after its correction") {
+			t.Fatalf("second empty reply = %v", err)
+		}
+		if fmt.Sprint(corrections) != "[false true false]" {
+			t.Errorf("corrections = %v", corrections)
+		}
+	})
+	t.Run("16-call budget", func(t *testing.T) {
+		r := &agent.Refine{ChunkBytes: 1, Call: func(_ context.Context, acc, _ string, _ bool) (string, error) { return acc + ".", nil }}
+		acc, err := r.Advance(context.Background(), "", parts(agent.MaxSummaryCalls+1))
+		if !errors.Is(err, agent.ErrSummaryBudget) || acc != "" || r.Calls() != agent.MaxSummaryCalls {
+			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
+		}
+	})
+	t.Run("call error", func(t *testing.T) {
+		boom := errors.New("boom")
+		r := &agent.Refine{Call: func(context.Context, string, string, bool) (string, error) { return "", boom }}
+		if _, err := r.Advance(context.Background(), "", parts(2)); !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// TestSummaryCompactorNoSmallerChangesNothing: a summary longer than what
+// it replaces is no compaction; the conversation is sent as it was.
+func TestSummaryCompactorNoSmallerChangesNothing(t *testing.T) {
+	srv, client := setup(t)
+	srv.Enqueue("summarizer", llmtest.Reply{Content: strings.Repeat("an overlong summary ", 3000)})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "Here you are."})
+	msgs := append(history(16), llm.Message{Role: "user", Content: "and now?"})
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: agent.Budget{ContextWindow: 6000, MaxOutput: 1000}, SummaryModel: "summarizer"}})
+	if err != nil || res.Text != "Here you are." || len(res.Compactions) != 0 || res.History != nil {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || strings.Contains(string(reqs[1].Raw), "overlong summary") {
+		t.Fatalf("the primary request carries the refused summary (%d requests)", len(reqs))
+	}
+}
+
+// TestSummaryCompactorRefinesALongTranscript: covered messages larger than
+// the summarizer's input are folded in sequential calls, the second one
+// carrying the first summary and only newer messages, not cut.
+func TestSummaryCompactorRefinesALongTranscript(t *testing.T) {
+	srv, client := setup(t)
+	srv.Enqueue("summarizer", llmtest.Reply{Content: "FIRST PART"}, llmtest.Reply{Content: "BOTH PARTS"}, llmtest.Reply{Content: "ALL PARTS"})
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "ok"})
+	msgs := []llm.Message{{Role: "system", Content: "be brief"}}
+	for i := range 12 {
+		msgs = append(msgs, llm.Message{Role: "user", Content: fmt.Sprintf("note%02d %s", i, strings.Repeat("x", 3900))},
+			llm.Message{Role: "assistant", Content: "noted"})
+	}
+	msgs = append(msgs, llm.Message{Role: "user", Content: "and now?"})
+	// Usable input 10,000 tokens: the summarizer's chunk is 30,000 bytes.
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: agent.Budget{ContextWindow: 12000, MaxOutput: 800, Utilization: 0.9, Trigger: 0.5}, SummaryModel: "summarizer"}})
+	if err != nil || len(res.Compactions) != 1 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	var sums []string
+	for _, r := range srv.Requests() {
+		if r.Model == "summarizer" {
+			sums = append(sums, string(r.Raw))
+		}
+	}
+	if len(sums) < 2 || strings.Contains(sums[0], "SUMMARY SO FAR") || !strings.Contains(sums[0], "note00") ||
+		!strings.Contains(sums[1], `SUMMARY SO FAR:\nFIRST PART`) || strings.Contains(sums[1], "note00") {
+		t.Fatalf("summary calls = %d: %.200q / %.200q", len(sums), sums[0], sums[min(1, len(sums)-1)])
+	}
+	if s := res.Compactions[0].Summary; s != map[int]string{2: "BOTH PARTS", 3: "ALL PARTS"}[len(sums)] {
+		t.Errorf("summary = %q after %d calls", s, len(sums))
+	}
 }

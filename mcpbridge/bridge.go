@@ -24,11 +24,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
@@ -96,6 +98,10 @@ type Options struct {
 	// under ctx (the host names the calling chat, so a connector can link
 	// what it journals to it); nil or an empty map sends none.
 	CallMeta func(ctx context.Context) map[string]any
+	// MaxMessageBytes bounds one message a server sends (a stdio line, an
+	// HTTP response body or SSE line); a larger one closes the connection
+	// with a MessageTooLargeError. 0 means no limit.
+	MaxMessageBytes int
 	// AlreadyLogged are messages the host has logged itself (its own
 	// configuration warnings): a server's stderr record with the same
 	// message is not repeated.
@@ -606,6 +612,9 @@ type conn struct {
 	http    *http.Client       // nil for stdio servers
 	local   *mcp.ServerSession // the in-process server's side; nil otherwise
 	refresh chan struct{}
+	// oversize is set when the server sent a message over
+	// Options.MaxMessageBytes (the connection then ends).
+	oversize atomic.Bool
 }
 
 // exited is closed when a stdio server's process ends; nil (never ready)
@@ -653,7 +662,9 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 		}
 		c.local, transport = local, ct
 	case s.cfg.URL != "":
-		c.http = &http.Client{Transport: newHeaderTransport(s.cfg)}
+		ht := newHeaderTransport(s.cfg)
+		ht.maxBody, ht.onHit = s.b.opts.MaxMessageBytes, func() { c.oversize.Store(true) }
+		c.http = &http.Client{Transport: ht}
 		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c.http}
 	default:
 		p, err := startProcess(s.cfg, s.b.opts.Environ, newStderrSink(s.log, s.mask, s.cfg.Name, s.b.shown))
@@ -662,11 +673,16 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 			return nil, nil, errors.New(s.mask("start: " + err.Error()))
 		}
 		c.proc = p
-		transport = p.transport()
+		transport = p.transport(s.b.opts.MaxMessageBytes, func() { c.oversize.Store(true) })
+	}
+	caps := &mcp.ClientCapabilities{} // no sampling or elicitation on offer
+	roots := s.roots()
+	if len(roots) > 0 {
+		caps.RootsV2 = &mcp.RootCapabilities{} // a fixed list: no listChanged
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: s.b.opts.ClientName, Version: "1"}, &mcp.ClientOptions{
 		Logger:       s.log,
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation on offer
+		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case c.refresh <- struct{}{}:
@@ -675,6 +691,7 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 		},
 	})
 
+	client.AddRoots(roots...)
 	for _, m := range s.b.opts.CustomMethods {
 		if err := mcp.AddSendingCustomMethod[*customParams, *customResult](client, m); err != nil {
 			c.close()
@@ -722,6 +739,20 @@ func (s *server) connect(ctx context.Context) (*conn, []*bridgeTool, error) {
 		s.log.Info("mcp server ready", "tools", len(tools))
 	}
 	return c, tools, nil
+}
+
+// roots are the MCP roots offered to the server: its configured Roots as
+// file:// URIs, for stdio servers only.
+func (s *server) roots() []*mcp.Root {
+	if s.cfg.URL != "" {
+		return nil
+	}
+	var out []*mcp.Root
+	for _, dir := range s.cfg.Roots {
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+		out = append(out, &mcp.Root{URI: u.String(), Name: filepath.Base(dir)})
+	}
+	return out
 }
 
 // serve publishes the connection's tools and keeps them current until the
@@ -937,6 +968,8 @@ func (t *bridgeTool) call(ctx context.Context, remote string, args json.RawMessa
 		return res, nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("call %s: %w", t.spec.Name, ctx.Err())
+	case c.oversize.Load():
+		return nil, fmt.Errorf("call %s: %w; the connection was closed", t.spec.Name, &MessageTooLargeError{Limit: s.b.opts.MaxMessageBytes})
 	case c.ctx.Err() != nil, errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		s.b.mu.Lock()
 		closing := s.b.closed
@@ -969,6 +1002,9 @@ type headerTransport struct {
 	base    http.RoundTripper
 	host    string
 	headers map[string]string
+	// maxBody bounds responses (see limitBody); 0 means no limit.
+	maxBody int
+	onHit   func()
 }
 
 func newHeaderTransport(cfg ServerConfig) *headerTransport {
@@ -988,7 +1024,11 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		limitBody(resp, t.maxBody, t.onHit)
+	}
+	return resp, err
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.

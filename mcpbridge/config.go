@@ -43,6 +43,11 @@ type ServerConfig struct {
 	Env map[string]string `json:"-"`
 	// Dir is the working directory of the process; empty means the host's.
 	Dir string `json:"cwd,omitempty"`
+	// Roots are absolute directories offered to a stdio server as its MCP
+	// roots: the client then declares the roots capability and answers
+	// roots/list with their file:// URIs. HTTP servers are never offered
+	// roots; empty offers none.
+	Roots []string `json:"roots,omitempty"`
 
 	// URL is a streamable HTTP endpoint; Headers are sent with every request
 	// (typically Authorization).
@@ -299,6 +304,14 @@ func (c ServerConfig) Validate() error {
 		return &ConfigError{Server: c.Name, Msg: `needs either "command" (a program spoken to over stdio) or "url" (a streamable HTTP endpoint)`}
 	case c.Command != "" && c.URL != "":
 		return &ConfigError{Server: c.Name, Msg: `has both "command" and "url"; a server uses one transport`}
+	}
+	if c.URL != "" && len(c.Roots) > 0 {
+		return fail("roots", "are offered to stdio servers only; an HTTP server gets no roots")
+	}
+	for _, r := range c.Roots {
+		if !filepath.IsAbs(r) {
+			return fail("roots", fmt.Sprintf("%q is not an absolute directory", r))
+		}
 	}
 	if c.Command != "" {
 		if strings.TrimSpace(c.Command) != c.Command {

@@ -80,8 +80,14 @@ func startProcess(cfg ServerConfig, environ []string, stderr *stderrSink) (*proc
 	return p, nil
 }
 
-func (p *process) transport() mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+// transport speaks MCP over the process's pipes; maxLine > 0 bounds one
+// message (a line), onHit recording that it was exceeded.
+func (p *process) transport(maxLine int, onHit func()) mcp.Transport {
+	var r io.ReadCloser = p.stdout
+	if maxLine > 0 {
+		r = &lineLimiter{r: r, max: maxLine, onHit: onHit}
+	}
+	return &mcp.IOTransport{Reader: r, Writer: p.stdin}
 }
 
 // stop ends the server the way MCP asks (close its stdin), then with

@@ -71,6 +71,9 @@ func Normalize(src []byte, opts Options) (Image, error) {
 	if format == "" {
 		return Image{}, ErrUnsupported
 	}
+	if format == "png" {
+		src = dropDamagedAncillary(src)
+	}
 	var cfg image.Config
 	var err error
 	switch format {
@@ -142,6 +145,38 @@ func sniff(b []byte) string {
 		return "webp"
 	}
 	return ""
+}
+
+// dropDamagedAncillary removes ancillary PNG chunks (colour profiles, text,
+// EXIF …) whose CRC does not match, as libpng does by default: none of them
+// reaches the normalized PNG, and Go's decoder would otherwise refuse an
+// image whose pixels are intact. A damaged critical chunk, or a stream that
+// does not parse as chunks, is left for the decoder to refuse.
+func dropDamagedAncillary(p []byte) []byte {
+	var out []byte
+	for i := 8; i < len(p); {
+		if len(p)-i < 12 {
+			return p
+		}
+		n := int(binary.BigEndian.Uint32(p[i:]))
+		end := i + 12 + n
+		if n < 0 || end > len(p) || end < i {
+			return p
+		}
+		ancillary := p[i+4]&0x20 != 0
+		if ancillary && crc32.ChecksumIEEE(p[i+4:i+8+n]) != binary.BigEndian.Uint32(p[i+8+n:]) {
+			if out == nil {
+				out = append(out, p[:i]...)
+			}
+		} else if out != nil {
+			out = append(out, p[i:end]...)
+		}
+		i = end
+	}
+	if out == nil {
+		return p
+	}
+	return out
 }
 
 // withSRGB inserts an sRGB chunk (perceptual intent) right after IHDR: the

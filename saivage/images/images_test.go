@@ -167,3 +167,32 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// TestNormalizeDropsDamagedAncillaryChunks: an ancillary chunk with a bad
+// CRC (as in server-everything's tiny image, whose iCCP chunk is damaged)
+// is dropped like libpng does; a damaged critical chunk is still refused.
+func TestNormalizeDropsDamagedAncillaryChunks(t *testing.T) {
+	src := read(t, "quad.png")
+	const ihdrEnd = 8 + 8 + 13 + 4
+	chunk := func(typ, data string, crc uint32) []byte {
+		c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+		c = append(c, typ+data...)
+		return binary.BigEndian.AppendUint32(c, crc)
+	}
+	withChunk := func(c []byte) []byte {
+		return append(append(append([]byte{}, src[:ihdrEnd]...), c...), src[ihdrEnd:]...)
+	}
+	want, err := images.Normalize(src, images.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := images.Normalize(withChunk(chunk("tEXt", "Comment\x00hello", 12345)), images.Options{})
+	if err != nil || got.SHA256 != want.SHA256 {
+		t.Fatalf("damaged tEXt: %v (digest %s, want %s)", err, got.SHA256, want.SHA256)
+	}
+	damaged := append([]byte{}, src...)
+	damaged[len(damaged)-13] ^= 0xff // the last IDAT's CRC
+	if _, err := images.Normalize(damaged, images.Options{}); err == nil {
+		t.Error("a damaged critical chunk was accepted")
+	}
+}

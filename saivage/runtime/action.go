@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +210,15 @@ func (rt *Runtime) invokeOperation(ctx context.Context, op operation) (opResult,
 	if err != nil {
 		fin["error"] = rt.redact(err.Error())
 	}
+	if ctx.Err() != nil {
+		// Cancel-and-settle evidence: the operation was stopped, its
+		// process settled, and nothing it produced is accepted.
+		fin["cancelled"] = true
+		row := map[string]any{"settled": true, "cause": rt.redact(context.Cause(ctx).Error())}
+		maps.Copy(row, ev)
+		maps.Copy(row, res.data)
+		rt.logEvent("action_cancelled", row)
+	}
 	rt.logEvent("action_finish", fin)
 	return res, err
 }
@@ -292,7 +302,7 @@ func (rt *Runtime) shellRun(ctx context.Context, op operation, ev map[string]any
 		inv["signal"] = ws.Signal().String()
 	}
 	if ctx.Err() != nil {
-		return opResult{}, context.Cause(ctx)
+		return settleCancelled(ctx, op, cmd.Process.Pid, inv)
 	}
 	if waitErr != nil && code < 0 && !timedOut {
 		if _, signalled := inv["signal"]; !signalled {
@@ -311,6 +321,26 @@ func (rt *Runtime) shellRun(ctx context.Context, op operation, ev map[string]any
 		res.summary = fmt.Sprintf("%s timed out after %ds", filepath.Base(argv[0]), timeout)
 	}
 	return res, nil
+}
+
+// settleCancelled is cancel-and-settle for a shell.run stopped by Stop or
+// cancellation: the process group is killed again (descendants that outlived
+// the leader, or a group whose leader had already exited), and the
+// invocation artifact records the cancellation. No output is accepted and
+// no successor runs: the returned error is the cancellation cause.
+func settleCancelled(ctx context.Context, op operation, pid int, inv map[string]any) (opResult, error) {
+	groupErr := syscall.Kill(-pid, syscall.SIGKILL)
+	cause := context.Cause(ctx)
+	inv["cancelled"], inv["cause"] = true, cause.Error()
+	data := map[string]any{"pid": pid, "exit_code": inv["exit_code"], "group_signalled": groupErr == nil}
+	if sig, ok := inv["signal"]; ok {
+		data["signal"] = sig
+	}
+	res := opResult{data: data, artifacts: []string{"invocation.json", "stdout", "stderr"}}
+	if err := writeJSONFile(filepath.Join(op.dir, "invocation.json"), inv); err != nil {
+		return res, fmt.Errorf("record the cancelled invocation: %w (cancelled: %w)", err, cause)
+	}
+	return res, cause
 }
 
 // readCapture reads at most MaxActionOutput+1 bytes of a capture file.

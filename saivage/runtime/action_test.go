@@ -2,9 +2,12 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentstack/agentstack/saivage/quality"
@@ -244,5 +247,80 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 				t.Errorf("invocation.json = %s, %v", invocation, err)
 			}
 		})
+	}
+}
+
+// TestStopDuringActionSettlesAndWritesEvidence: Stop while a shell.run node
+// runs kills its whole process group (a background child included), writes
+// the cancelled invocation artifact and an action_cancelled evidence row,
+// accepts no output and runs no successor or hook.
+func TestStopDuringActionSettlesAndWritesEvidence(t *testing.T) {
+	e := newEnv(t, envOptions{initEdit: actionConfig(
+		`sleep 300 & echo $! > child.pid; echo started; wait`, `echo ran > hook-ran.txt`)})
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "check"}),
+		emit("done", "planned", nil),
+	)
+	ctx := context.Background()
+	if err := e.rt.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(e.dir, "child.pid")
+	e.waitFor("the action's background child", func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(pidFile)
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the background child to be gone", func() bool {
+		// A killed child reparented to init is reaped; kill -0 then fails.
+		err := syscall.Kill(child, 0)
+		if err == nil {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+			return strings.Contains(string(st), ") Z ")
+		}
+		return true
+	})
+	c := e.events("action_cancelled")
+	if len(c) != 1 || c[0].Data["node"] != "check" || c[0].Data["settled"] != true ||
+		c[0].Data["cause"] != "the runtime was stopped" || c[0].Data["pid"] == nil {
+		t.Fatalf("action_cancelled rows = %+v", c)
+	}
+	inv := c[0].Data["invocation"].(string)
+	fin := e.events("action_finish")
+	if len(fin) != 1 || fin[0].Data["invocation"] != inv || fin[0].Data["cancelled"] != true {
+		t.Errorf("action_finish rows = %+v", fin)
+	}
+	art, err := os.ReadFile(filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv, "invocation.json"))
+	if err != nil || !strings.Contains(string(art), `"cancelled": true`) || !strings.Contains(string(art), `"cause": "the runtime was stopped"`) {
+		t.Errorf("invocation.json = %s, %v", art, err)
+	}
+	if out, err := os.ReadFile(filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv, "stdout")); err != nil || string(out) != "started\n" {
+		t.Errorf("stdout capture = %q, %v", out, err)
+	}
+	// Nothing accepted, no successor, no hook; the card stays running for
+	// recovery.
+	if _, v := e.record("project", "report"); v != 0 {
+		t.Errorf("report accepted v%d", v)
+	}
+	for _, r := range e.events("result_accepted") {
+		if r.Data["node"] == "check" {
+			t.Errorf("check result accepted: %+v", r)
+		}
+	}
+	if h := e.events("hook_finished"); len(h) != 0 {
+		t.Errorf("hook ran: %+v", h)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "hook-ran.txt")); err == nil {
+		t.Error("hook-ran.txt exists")
+	}
+	if st := e.status("project"); st != "running" {
+		t.Errorf("root after Stop = %s", st)
 	}
 }

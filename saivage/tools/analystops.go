@@ -97,12 +97,10 @@ func navigateBackTool(env *Env) agent.Tool {
 }
 
 func navResult(n Navigation) agent.ToolResult {
+	// The recorded content is the navigation itself: the cockpit acts on
+	// the result row (the session keeps content, not data).
 	b, _ := json.Marshal(map[string]any{"navigation": n})
-	text := "navigating back"
-	if n.Intent == "open" {
-		text = "navigating to " + n.Route
-	}
-	return agent.ToolResult{Content: text, Data: b}
+	return agent.ToolResult{Content: string(b), Data: b}
 }
 
 // ControlEventTypes are the app log event types that record control

@@ -143,8 +143,8 @@ func TestNavigation(t *testing.T) {
 		var d struct {
 			Navigation tools.Navigation `json:"navigation"`
 		}
-		if err := json.Unmarshal(res.Data, &d); err != nil {
-			t.Fatal(err)
+		if err := json.Unmarshal(res.Data, &d); err != nil || res.Content != string(res.Data) {
+			t.Fatalf("navigation %s / %s: %v", res.Content, res.Data, err)
 		}
 		return d.Navigation.Route
 	}

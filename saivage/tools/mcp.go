@@ -15,8 +15,8 @@ import (
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
-// MCPStartBudget bounds a server's start (process or connection, handshake
-// and tool listing).
+// MCPStartBudget bounds a server's discovery: process or connection,
+// initialize/initialized and every page of its tool list, under one budget.
 const MCPStartBudget = 180 * time.Second
 
 // MCPStatus is one configured outbound MCP server.
@@ -48,6 +48,24 @@ type MCPServers struct {
 	pub      *state.Publisher
 	dynamic  map[string]MCPDefinition
 	catalogs map[string]mcpCatalog
+	// StartBudget replaces MCPStartBudget when positive (tests).
+	StartBudget time.Duration
+}
+
+// stdioRoots is the MCP roots offered to a stdio server running in dir:
+// the project directory.
+func stdioRoots(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	return []string{dir}
+}
+
+func (m *MCPServers) startBudget() time.Duration {
+	if m.StartBudget > 0 {
+		return m.StartBudget
+	}
+	return MCPStartBudget
 }
 
 // NewMCPServers prepares the enabled servers of cfg; commands run in dir.
@@ -61,7 +79,7 @@ func NewMCPServers(servers map[string]config.MCPServer, dir string, logger *slog
 		}
 		sc := mcpbridge.ServerConfig{Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
 		if s.Command != "" {
-			sc.Dir = dir
+			sc.Dir, sc.Roots = dir, stdioRoots(dir)
 		}
 		m.cfgs[name], m.auto[name] = sc, s.Autostart
 	}
@@ -83,7 +101,8 @@ func (m *MCPServers) startLocked(name string) *mcpbridge.Bridge {
 	if b, ok := m.bridges[name]; ok {
 		return b
 	}
-	b := mcpbridge.New(mcpbridge.Options{Servers: []mcpbridge.ServerConfig{m.cfgs[name]}, StartTimeout: MCPStartBudget, Logger: m.log, ClientName: "saivage"})
+	b := mcpbridge.New(mcpbridge.Options{Servers: []mcpbridge.ServerConfig{m.cfgs[name]}, StartTimeout: m.startBudget(), Logger: m.log,
+		ClientName: "saivage", MaxMessageBytes: MCPMaxWire})
 	b.Start(context.Background())
 	m.bridges[name] = b
 	return b
@@ -159,7 +178,9 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 		m.mu.Lock()
 		b := m.startLocked(name)
 		m.mu.Unlock()
-		wctx, cancel := context.WithTimeout(ctx, MCPStartBudget)
+		// The bridge's own budget decides; the grace lets its verdict (ready
+		// or "did not start within") arrive before this wait gives up.
+		wctx, cancel := context.WithTimeout(ctx, m.startBudget()+10*time.Second)
 		err := b.WaitStarted(wctx)
 		cancel()
 		if err != nil {

@@ -136,7 +136,7 @@ func ParseMCPDefinitions(data []byte) (map[string]MCPDefinition, error) {
 func (d MCPDefinition) serverConfig(name, dir string) mcpbridge.ServerConfig {
 	sc := mcpbridge.ServerConfig{Name: name, Command: d.Command, Args: d.Args, Env: d.Env, URL: d.URL, Headers: d.Headers}
 	if d.Command != "" {
-		sc.Dir = dir
+		sc.Dir, sc.Roots = dir, stdioRoots(dir)
 	}
 	return sc
 }
@@ -386,18 +386,6 @@ func validateArgs(schema json.RawMessage, args json.RawMessage) error {
 		return fmt.Errorf("arguments do not match the tool's input schema: %w", err)
 	}
 	return nil
-}
-
-// projectResult applies the content limits to a server's result.
-func projectResult(res agent.ToolResult) agent.ToolResult {
-	if res.IsError && len(res.Content) > MCPMaxError {
-		res.Content = truncUTF8(res.Content, MCPMaxError) + "…"
-		return res
-	}
-	if len(res.Content) > MCPMaxProjected {
-		return failf("the tool's result is %d bytes, over the %d-byte limit; ask for less (narrower arguments)", len(res.Content), MCPMaxProjected)
-	}
-	return res
 }
 
 func init() {

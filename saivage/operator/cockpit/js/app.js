@@ -4,6 +4,7 @@ import { auth, call } from './api.js';
 import { clear, failure } from './dom.js';
 import { Live } from './live.js';
 import { homeView } from './home.js';
+import { watchNavigation } from './navigation.js';
 
 const main = document.getElementById('main');
 const badgeEl = document.getElementById('runtime-badge');
@@ -141,6 +142,9 @@ function boot() {
   runtime.refresh();
   window.addEventListener('hashchange', route);
   route();
+  // After the first view started its reads: navigation follows the
+  // Analyst from here on, on every view.
+  watchNavigation(ctx);
 }
 
 // With a stored token the shell starts at once; a refused token brings the

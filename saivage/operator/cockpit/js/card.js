@@ -36,7 +36,7 @@ export function conversationPanel(ctx, sessionId) {
     if (!r.current) return;
     if (r.error) { clear(note, failure(r.error, load)); return; }
     clear(note, h('p', { class: 'muted small' }, `Segment ${r.value.segment} of ${r.value.segments} (${r.value.segment_kind || 'ordinary'})`));
-    clear(rows, renderRows(r.value.rows, { sessionId }));
+    clear(rows, renderRows(r.value.rows, { sessionId, segment: r.value.segment }));
     loaded = true;
   };
   const off = ctx.live.on('conversation', sessionId, load);

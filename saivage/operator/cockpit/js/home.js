@@ -166,7 +166,7 @@ export function analystPanel(ctx) {
     if (rows === shown) return;
     shown = rows;
     const pending = transcript.querySelector('.optimistic');
-    clear(transcript, renderRows(r.value.rows, { sessionId: session }), pending);
+    clear(transcript, renderRows(r.value.rows, { sessionId: session, segment: r.value.segment }), pending);
     transcript.scrollTop = transcript.scrollHeight;
   });
   const loadInfo = async () => {

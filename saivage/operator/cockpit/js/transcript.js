@@ -3,13 +3,26 @@
 // call; a result recorded later (not right after its call) says so. A call
 // without a result shows "No result recorded" — never inferred success.
 import { h, json, jsonText, markdown } from './dom.js';
+import { imagePreview } from './image.js';
 
 function content(row) {
   if (row.content && typeof row.content === 'object') return row.content;
   return {};
 }
 
-export function renderRows(rows, { sessionId } = {}) {
+// images lists a result's recorded image occurrences; each button opens
+// the preview (metadata only until then).
+function images(res, rc, sessionId, segment) {
+  if (!rc?.images?.length || !sessionId || !segment) return null;
+  return h('div', { class: 'images' }, rc.images.map((img, index) => {
+    const b = h('button', { type: 'button', class: 'image-occurrence', dataset: { row: res.id, index } },
+      `Image ${index + 1} · ${img.width}×${img.height}`);
+    b.addEventListener('click', () => imagePreview({ sessionId, segment, row: res.id, index, width: img.width, height: img.height, opener: b }));
+    return b;
+  }));
+}
+
+export function renderRows(rows, { sessionId, segment } = {}) {
   const out = [];
   const results = new Map();
   rows.forEach((r, i) => { if (r.kind === 'tool_result') results.set(r.call_id, i); });
@@ -39,7 +52,8 @@ export function renderRows(rows, { sessionId } = {}) {
           h('div', { class: 'tool-body' },
             h('div', { class: 'label' }, 'Request'), jsonText(c.arguments ?? ''),
             h('div', { class: 'label' }, 'Result'),
-            rc ? jsonText(rc.content ?? '') : h('p', { class: 'muted' }, 'No result recorded.'))));
+            rc ? jsonText(rc.content ?? '') : h('p', { class: 'muted' }, 'No result recorded.'),
+            images(res, rc, sessionId, segment))));
         break;
       }
       case 'tool_result':
