@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,10 +25,7 @@ func TestRestartUnderSupervisor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the saivage binary")
 	}
-	bin := filepath.Join(t.TempDir(), "saivage")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSaivage(t)
 	dir := t.TempDir()
 	port := freePort(t)
 	vars := map[string]string{"SAIVAGE_ROOT": dir, "SAIVAGE_AUTH_TOKEN": "restart-token-123456", "SAIVAGE_PORT": port}
@@ -124,6 +123,43 @@ func TestRestartWithoutSupervisor(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("saivage start did not exit after the restart")
 	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildSaivage builds the saivage binary once per test binary (a -count=N
+// run reuses it; TestMain removes it): the build is most of the supervisor
+// test's time on a loaded machine, and the binary does not change between
+// runs.
+func buildSaivage(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "saivage-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "saivage")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }
 
 func (a api) tryGet(path string, out any) int {

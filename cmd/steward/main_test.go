@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -12,8 +11,9 @@ import (
 // TestMain lets the test binary stand in for the steward binary when the
 // host under test spawns its connectors (`<self> mcp NAME`) or the scheduler
 // its jobs (`<self> mail reconcile --json`), so that serve tests run real
-// child processes instead of re-running the tests, and as a user's MCP
-// server (runTestMCPServer).
+// child processes instead of re-running the tests, as the binary the CLI
+// tests run (buildSteward: given a command line it runs main, signal
+// handling included), and as a user's MCP server (runTestMCPServer).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == testMCPServerArg {
 		os.Exit(runTestMCPServer(os.Args[2:]))
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
-		os.Exit(run(context.Background(), os.Args[1:], &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+		main()
 	}
 	os.Exit(m.Run())
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -259,30 +258,17 @@ func TestServeBinaryStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// buildSteward builds the steward binary once per test run.
+// buildSteward is the steward binary the CLI tests run: this test binary,
+// which TestMain turns into main for a command line. Building cmd/steward
+// again took most of a minute on a loaded 2-core machine and proved nothing
+// the test binary does not.
 func buildSteward(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "steward-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "steward")
-		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return builtBin
+	return self
 }
 
 // TestGatewayBenchSmoke runs the benchmark harness at smoke size: it checks

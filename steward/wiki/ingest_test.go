@@ -94,7 +94,9 @@ func newIngestService(t *testing.T, prov *llmtest.Server) (*Service, string) {
 func openIngestService(t *testing.T, prov *llmtest.Server, dir, indexDir string) *Service {
 	return openService(t, Options{Dir: dir, IndexDir: indexDir,
 		Model: llm.NewClient(llm.ClientOptions{BaseURL: prov.URL}), ModelName: "tier-test",
-		Extractor:    documents.New(documents.Options{}),
+		// Far above the 15 s default: a PDF extraction on a loaded machine
+		// outran it, the source failed and a test of ingestion flaked.
+		Extractor:    documents.New(documents.Options{Timeout: 5 * time.Minute}),
 		RetryBackoff: time.Millisecond,
 	})
 }

@@ -99,11 +99,11 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 		return nil
 	}
 	fonts := map[string]*pdf.Font{}
-	metrics := map[*pdf.Font]*cidMetrics{}
+	metrics := map[*pdf.Font]fontMetrics{}
 	for _, name := range page.Fonts() {
 		f := page.Font(name)
 		fonts[name] = &f
-		metrics[&f] = readCIDMetrics(f)
+		metrics[&f] = fontMetrics{cid: readCIDMetrics(f), simple: readSimpleWidths(f)}
 	}
 	var enc pdf.TextEncoding
 	var font *pdf.Font
@@ -151,7 +151,7 @@ func pdfPageText(ctx context.Context, page pdf.Page, out *textOut) (err error) {
 		}
 		emit(text)
 		n := float64(utf8.RuneCountInString(text))
-		adv, known := pdfAdvance(font, metrics[font], raw, text)
+		adv, known := pdfAdvance(metrics[font], raw, text)
 		guessed = !known
 		endX += (adv*fontSize + charSpace*n + wordSpace*float64(strings.Count(text, " "))) * hscale * scale
 		haveX = true
@@ -286,8 +286,8 @@ const pdfWordGap = 0.15
 // pdfAdvance estimates the width of a shown string in text-space units per
 // unit of font size: the font's /Widths for simple fonts (known), half an
 // em per character otherwise (a guess).
-func pdfAdvance(f *pdf.Font, cid *cidMetrics, raw, text string) (float64, bool) {
-	if cid != nil {
+func pdfAdvance(m fontMetrics, raw, text string) (float64, bool) {
+	if cid := m.cid; cid != nil {
 		w := 0.0
 		for i := 0; i+1 < len(raw); i += 2 {
 			c := int(raw[i])<<8 | int(raw[i+1])
@@ -299,16 +299,49 @@ func pdfAdvance(f *pdf.Font, cid *cidMetrics, raw, text string) (float64, bool) 
 		}
 		return w / 1000, true
 	}
-	if f != nil && len(f.Widths()) > 0 {
+	if sw := m.simple; sw != nil {
 		w := 0.0
 		for i := 0; i < len(raw); i++ {
-			w += f.Width(int(raw[i]))
+			w += sw.width(int(raw[i]))
 		}
 		if w > 0 {
 			return w / 1000, true
 		}
 	}
 	return 0.5 * float64(utf8.RuneCountInString(text)), false
+}
+
+// fontMetrics are a page font's glyph widths, read once per page: the
+// library's Font.Width resolves /FirstChar, /LastChar and /Widths from the
+// file on every call, which made width lookups per glyph the bulk of the
+// extraction time.
+type fontMetrics struct {
+	cid    *cidMetrics
+	simple *simpleWidths
+}
+
+// simpleWidths are the /Widths of a simple font, from code first to last.
+type simpleWidths struct {
+	first, last int
+	w           []float64
+}
+
+// readSimpleWidths reads f's /Widths, or nil when it has none.
+func readSimpleWidths(f pdf.Font) *simpleWidths {
+	ws := f.Widths()
+	if len(ws) == 0 {
+		return nil
+	}
+	return &simpleWidths{first: f.FirstChar(), last: f.LastChar(), w: ws}
+}
+
+// width is the width of code, as pdf.Font.Width gives it: 0 outside
+// first..last or past the end of /Widths.
+func (s *simpleWidths) width(code int) float64 {
+	if code < s.first || s.last < code || code-s.first >= len(s.w) {
+		return 0
+	}
+	return s.w[code-s.first]
 }
 
 // cidMetrics are the glyph widths of a Type 0 font with a two-byte
