@@ -393,6 +393,16 @@ func TestAdvanceParent(t *testing.T) {
 	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root"); got != string(g.Commit) {
 		t.Fatalf("refused advance moved the root to %s", got)
 	}
+	// A card whose tip does not descend from the base it names is refused.
+	orphan := gitT(t, dir, "commit-tree", "-m", "unrelated", gitT(t, dir, "rev-parse", "HEAD^{tree}"))
+	gitT(t, dir, "update-ref", "refs/saivage/cards/x", orphan)
+	_, err = r.AdvanceParent(ctx, AdvanceOptions{Child: "x", Parent: "root", Base: g.Commit})
+	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "does not descend") {
+		t.Fatalf("advance to an unrelated tip = %v, want a NotFastForwardError", err)
+	}
+	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root"); got != string(g.Commit) {
+		t.Fatalf("refused advance moved the root to %s", got)
+	}
 	// And the delivery branch gets one commit per delivered task.
 	if _, err := r.DeliverToBranch(ctx, "root"); err != nil {
 		t.Fatal(err)
