@@ -88,6 +88,7 @@ const (
 	StepSelectHead     Step = "select-head"     // HEAD was moved to the selection
 	StepCheckpointRef  Step = "checkpoint-ref"  // a card's ref moved to its new checkpoint
 	StepSquashParent   Step = "squash-parent"   // the parent's ref received the squash commit
+	StepAdvanceParent  Step = "advance-parent"  // the parent's ref fast-forwarded to the child's tip
 	StepBranchRef      Step = "branch-ref"      // the delivery branch moved (old-value checked)
 	StepSnapshotRef    Step = "snapshot-ref"    // a failed rebase's snapshot ref was written
 	StepRebaseAborted  Step = "rebase-aborted"  // the stopped rebase was aborted
@@ -170,6 +171,16 @@ type DeliverOptions struct {
 	// Title names the card in the squash commit message
 	// ("<Title> (card <Child>)"); default the card id.
 	Title string
+}
+
+// AdvanceOptions passes a child's source up to a parent of a type
+// without review (a goal whose task children delivered into it): the
+// parent's ref fast-forwards to the child's tip, unchanged.
+type AdvanceOptions struct {
+	Child, Parent string
+	// Base is the parent commit the child started from; the parent must
+	// still be there (old value checked) and the child must descend from it.
+	Base OID
 }
 
 // Delivery is the result of a delivery step.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -20,6 +22,7 @@ const (
 	envCrashDir      = "GITSOURCE_CRASH_DIR"
 	envCrashAt       = "GITSOURCE_CRASH_AT"
 	envCrashReviewed = "GITSOURCE_CRASH_REVIEWED"
+	envCrashOp       = "GITSOURCE_CRASH_OP" // "checkpoint": checkpoint card b instead of delivering it
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +49,14 @@ func crashHelper(dir string) int {
 		return 2
 	}
 	ctx := context.Background()
+	if os.Getenv(envCrashOp) == "checkpoint" {
+		if _, err := r.Checkpoint(ctx, CheckpointOptions{Card: "b"}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 5
+		}
+		fmt.Printf("steps=%d\n", n)
+		return 0
+	}
 	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: OID(os.Getenv(envCrashReviewed))}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -141,5 +152,99 @@ func TestCrashAtEachDeliveryStep(t *testing.T) {
 		if files := treeFiles(t, dir, "refs/saivage/cards/root"); files["b.txt"] != "100644 B reviewed" {
 			t.Fatalf("step %d: unreviewed %s reached the parent", at, unreviewed)
 		}
+	}
+}
+
+// killHelper re-executes the test binary as the crash helper and requires
+// it to die by SIGKILL after step at; it returns the step's name.
+func killHelper(t *testing.T, dir string, at int, env ...string) Step {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), envCrashDir+"="+dir, envCrashAt+"="+strconv.Itoa(at)), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper was not killed after step %d: %v\n%s", at, err, out)
+	}
+	b, _ := os.ReadFile(dir + "/.git/crash-step")
+	return Step(b)
+}
+
+// TestCrashAfterCheckpointRef kills a real checkpoint right after it moved
+// the card's ref (HEAD still at the previous tip, the real index old, the
+// files the new checkpoint's). Enter, of the card itself or of another
+// card (the runtime enters the root first), finishes the checkpoint;
+// a checkout that differs from the checkpoint in any way stays refused.
+func TestCrashAfterCheckpointRef(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, enter string
+		tamper      map[string]string // written after the crash
+		refused     bool
+	}{
+		{name: "enter the card", enter: "b"},
+		{name: "enter the root", enter: "root"},
+		{name: "files changed after the crash", enter: "b", tamper: map[string]string{"new.txt": "edited after the crash\n"}, refused: true},
+		{name: "untracked file added after the crash", enter: "root", tamper: map[string]string{"stray.txt": "x\n"}, refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := newCheckout(t, map[string]string{"a.txt": "a\n", "gone.txt": "g\n"})
+			r, root := commission(t, dir)
+			before := work(t, r, dir, "b", "root", map[string]string{"a.txt": "A1\n"})
+			write(t, dir, map[string]string{"a.txt": "A2\n", "new.txt": "new\n"})
+			if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil {
+				t.Fatal(err)
+			}
+			if s := killHelper(t, dir, 1, envCrashOp+"=checkpoint"); s != StepCheckpointRef {
+				t.Fatalf("killed after %q, want %q", s, StepCheckpointRef)
+			}
+			cp := OID(gitT(t, dir, "rev-parse", "refs/saivage/cards/b"))
+			if cp == before || gitT(t, dir, "rev-parse", "HEAD") != string(before) || gitT(t, dir, "rev-parse", string(cp)+"^") != string(before) {
+				t.Fatalf("not the interrupted state: ref %s, HEAD %s, before %s", cp, gitT(t, dir, "rev-parse", "HEAD"), before)
+			}
+			write(t, dir, tc.tamper)
+			r2 := openRepo(t, dir)
+			got, err := r2.Enter(ctx, EnterOptions{Card: tc.enter})
+			if tc.refused {
+				var dirty *DirtyError
+				if !errors.As(err, &dirty) {
+					t.Fatalf("Enter = %v, want a DirtyError", err)
+				}
+				if h := gitT(t, dir, "rev-parse", "HEAD"); h != string(before) {
+					t.Fatalf("refused Enter moved HEAD to %s", h)
+				}
+				for p, c := range tc.tamper {
+					if b, _ := os.ReadFile(filepath.Join(dir, p)); string(b) != c {
+						t.Fatalf("refused Enter changed %s to %q", p, b)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Enter %s after the crash: %v", tc.enter, err)
+			}
+			want := cp
+			if tc.enter == "root" {
+				want = root.Commit
+			}
+			if got.Commit != want || gitT(t, dir, "rev-parse", "HEAD") != string(want) {
+				t.Fatalf("Enter selected %s (HEAD %s), want %s", got.Commit, gitT(t, dir, "rev-parse", "HEAD"), want)
+			}
+			if s := porcelain(t, dir); s != "" {
+				t.Fatalf("uncommitted after recovery: %q", s)
+			}
+			if files := treeFiles(t, dir, string(cp)); !maps.Equal(files, map[string]string{"a.txt": "100644 A2", "new.txt": "100644 new"}) {
+				t.Fatalf("checkpoint tree %v", files)
+			}
+			// The card's work continues from the finished checkpoint.
+			next := work(t, r2, dir, "b", "", map[string]string{"a.txt": "A3\n"})
+			if p := gitT(t, dir, "rev-parse", string(next)+"^"); p != string(cp) {
+				t.Fatalf("next checkpoint's parent %s, want %s", p, cp)
+			}
+		})
 	}
 }

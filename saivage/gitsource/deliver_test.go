@@ -324,3 +324,90 @@ func TestHookSurvivingChildIsContainment(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvanceParent passes a goal's source (one reviewed task squash) up
+// to the root unchanged: the root's ref fast-forwards to the goal's tip
+// and is selected; a rerun only selects; a root that moved since the goal
+// started, or a base the goal does not descend from, is refused with a
+// *NotFastForwardError and nothing moves.
+func TestAdvanceParent(t *testing.T) {
+	ctx := context.Background()
+	dir := newCheckout(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	r, root := commission(t, dir)
+	// goal g holds task t's reviewed squash.
+	if _, err := r.Enter(ctx, EnterOptions{Card: "g", Parent: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	reviewed := work(t, r, dir, "t", "g", map[string]string{"a.txt": "A\n"})
+	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "t", Parent: "g", Reviewed: reviewed, Title: "Task"}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := r.Lookup(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// goal h started at the same root tip and delivered its own task.
+	if _, err := r.Enter(ctx, EnterOptions{Card: "h", Parent: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	reviewedU := work(t, r, dir, "u", "h", map[string]string{"b.txt": "B\n"})
+	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "u", Parent: "h", Reviewed: reviewedU, Title: "Other"}); err != nil {
+		t.Fatal(err)
+	}
+
+	var nf *NotFastForwardError
+	if _, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: g.Commit}); !errors.As(err, &nf) || nf.ParentTip != root.Commit {
+		t.Fatalf("advance from a base the root is not at = %v, want a NotFastForwardError", err)
+	}
+	var steps []Step
+	r = openRepo(t, dir, func(o *Options) { o.AfterStep = func(s Step) { steps = append(steps, s) } })
+	d, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: root.Commit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Commit != g.Commit || d.Parent.Commit != g.Commit || d.Resumed || !slices.Contains(steps, StepAdvanceParent) {
+		t.Fatalf("advance = %+v (steps %v), want the root at %s", d, steps, g.Commit)
+	}
+	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root", "HEAD"); got != string(g.Commit)+"\n"+string(g.Commit) {
+		t.Fatalf("root ref and HEAD = %q, want both %s", got, g.Commit)
+	}
+	if s := subjects(t, dir, "refs/saivage/cards/root"); !slices.Equal(s, []string{"Task (card t)", "initial"}) {
+		t.Fatalf("root history %v", s)
+	}
+	if s := porcelain(t, dir); s != "" {
+		t.Fatalf("uncommitted after advance: %q", s)
+	}
+	// A rerun (after a crash past the ref move) only selects the root.
+	if d, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: root.Commit}); err != nil || d.Commit != "" || !d.Resumed {
+		t.Fatalf("rerun = %+v, %v", d, err)
+	}
+	// h started at the old root tip: the root moved, h is refused.
+	h, _ := r.Lookup(ctx, "h")
+	_, err = r.AdvanceParent(ctx, AdvanceOptions{Child: "h", Parent: "root", Base: root.Commit})
+	if !errors.As(err, &nf) || nf.Base != root.Commit || nf.ParentTip != g.Commit || nf.ChildTip != h.Commit {
+		t.Fatalf("advance over a moved root = %v, want a NotFastForwardError", err)
+	}
+	if !strings.Contains(err.Error(), "moved from") {
+		t.Fatalf("refusal does not say the parent moved: %v", err)
+	}
+	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root"); got != string(g.Commit) {
+		t.Fatalf("refused advance moved the root to %s", got)
+	}
+	// A card whose tip does not descend from the base it names is refused.
+	orphan := gitT(t, dir, "commit-tree", "-m", "unrelated", gitT(t, dir, "rev-parse", "HEAD^{tree}"))
+	gitT(t, dir, "update-ref", "refs/saivage/cards/x", orphan)
+	_, err = r.AdvanceParent(ctx, AdvanceOptions{Child: "x", Parent: "root", Base: g.Commit})
+	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "does not descend") {
+		t.Fatalf("advance to an unrelated tip = %v, want a NotFastForwardError", err)
+	}
+	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root"); got != string(g.Commit) {
+		t.Fatalf("refused advance moved the root to %s", got)
+	}
+	// And the delivery branch gets one commit per delivered task.
+	if _, err := r.DeliverToBranch(ctx, "root"); err != nil {
+		t.Fatal(err)
+	}
+	if s := subjects(t, dir, "main"); !slices.Equal(s, []string{"Task (card t)", "initial"}) {
+		t.Fatalf("main history %v", s)
+	}
+}

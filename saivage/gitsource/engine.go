@@ -109,7 +109,10 @@ func (r *Repo) Lookup(ctx context.Context, card string) (Tuple, error) {
 // Enter selects a card's source in the checkout: a child without a ref gets
 // one at its parent's exact tuple; the checkout's index and files are then
 // switched to the card's tip and HEAD detached there. The checkout must be
-// clean relative to its current selection. Enter is idempotent.
+// clean relative to its current selection. Enter is idempotent, and it
+// finishes a checkpoint a crash interrupted after the card's ref moved
+// (HEAD still at the checkpoint's parent, the files already the
+// checkpoint's); any other dirt is a *DirtyError.
 func (r *Repo) Enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
 	t, err := r.enter(ctx, opts)
 	if err != nil {
@@ -142,9 +145,160 @@ func (r *Repo) enter(ctx context.Context, opts EnterOptions) (Tuple, error) {
 		return t, err
 	}
 	if _, err := r.switchTree(ctx, t, ""); err != nil {
-		return t, err
+		var dirty *DirtyError
+		if !errors.As(err, &dirty) {
+			return t, err
+		}
+		finished, ferr := r.finishCheckpoint(ctx)
+		if ferr != nil {
+			return t, fmt.Errorf("%w (finishing an interrupted checkpoint: %v)", err, ferr)
+		}
+		if !finished {
+			return t, err
+		}
+		if _, err := r.switchTree(ctx, t, ""); err != nil {
+			return t, err
+		}
 	}
 	return t, r.detachHead(ctx, t.Commit)
+}
+
+// finishCheckpoint completes a checkpoint that a crash interrupted after
+// the card's ref moved (StepCheckpointRef) but before the checkout selected
+// it: HEAD is detached at the checkpoint's parent (or already at the
+// checkpoint), the real index still holds one of the two trees and the
+// files equal the checkpoint's tree exactly. It then moves HEAD to the
+// checkpoint and reads its tree into the real index. Any other state is
+// left alone (false), so the caller's refusal stands.
+func (r *Repo) finishCheckpoint(ctx context.Context) (bool, error) {
+	head, headRef, err := r.head(ctx)
+	if err != nil || headRef != "" {
+		return false, err
+	}
+	out, err := r.run(ctx, Command{Args: []string{"for-each-ref", "--format=%(objectname)%09%(parent)%09%(refname)", r.ns + "/cards/"}})
+	if err != nil {
+		return false, fmt.Errorf("list card refs: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 || strings.Contains(f[1], " ") {
+			continue // not a card ref, or a merge: checkpoints have one parent
+		}
+		c, p, ref := OID(f[0]), OID(f[1]), f[2]
+		if head != p && head != c {
+			continue
+		}
+		card := strings.TrimPrefix(ref, r.ns+"/cards/")
+		ok, err := r.isCheckpointOf(ctx, c, card)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		ct, err := r.tuple(ctx, ref)
+		if err != nil {
+			return false, err
+		}
+		pt, err := r.tuple(ctx, string(p))
+		if err != nil {
+			return false, err
+		}
+		if ok, err := r.holdsCheckpoint(ctx, ct, pt); err != nil || !ok {
+			return false, err
+		}
+		if head != c {
+			if err := r.updateRef(ctx, "HEAD", c, p, "saivage: finish checkpoint "+card); err != nil {
+				return false, err
+			}
+			r.step(StepSelectHead)
+		}
+		if _, err := r.run(ctx, Command{Args: []string{"read-tree", string(ct.Tree)}}); err != nil {
+			return false, fmt.Errorf("finish checkpoint of card %s: update the real index: %w", card, err)
+		}
+		r.step(StepSelectTree)
+		return true, nil
+	}
+	return false, nil
+}
+
+// isCheckpointOf reports whether commit c is a checkpoint of card (its
+// message carries the card's trailer and no delivery trailer).
+func (r *Repo) isCheckpointOf(ctx context.Context, c OID, card string) (bool, error) {
+	out, err := r.run(ctx, Command{Args: []string{"cat-file", "commit", string(c)}})
+	if err != nil {
+		return false, fmt.Errorf("read commit %s: %w", short(c), err)
+	}
+	msg := string(out.Stdout)
+	return strings.Contains(msg, "\nSaivage-Card: "+card+"\n") && !strings.Contains(msg, "\nSaivage-Reviewed: "), nil
+}
+
+// holdsCheckpoint reports whether the checkout is exactly an interrupted
+// checkpoint c of parent p: the real index holds p's or c's tree, every
+// file of c's tree is on disk with its bytes and mode, files c removed are
+// gone, and no untracked file lies outside c's tree (excluded paths aside).
+func (r *Repo) holdsCheckpoint(ctx context.Context, c, p Tuple) (bool, error) {
+	qctx, cancel := r.queryContext(ctx)
+	defer cancel()
+	ct, err := r.lsTree(qctx, c.Tree)
+	if err != nil {
+		return false, err
+	}
+	pt, err := r.lsTree(qctx, p.Tree)
+	if err != nil {
+		return false, err
+	}
+	index, err := r.lsIndex(qctx, "")
+	if err != nil {
+		return false, err
+	}
+	if !indexHolds(index, pt) && !indexHolds(index, ct) {
+		return false, nil
+	}
+	for path, e := range ct {
+		if r.isExcluded(path) {
+			continue
+		}
+		mode, oid, err := r.fileBlob(path)
+		if err != nil {
+			return false, err
+		}
+		if mode != e.mode || oid != e.oid {
+			return false, nil
+		}
+	}
+	for path := range pt {
+		if _, kept := ct[path]; kept || r.isExcluded(path) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(r.dir, filepath.FromSlash(path))); err == nil {
+			return false, nil
+		}
+	}
+	others, err := r.others(qctx, "")
+	if err != nil {
+		return false, err
+	}
+	for _, path := range others {
+		if _, ok := ct[path]; !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// indexHolds reports whether an index holds exactly tree (stage 0 only).
+func indexHolds(index map[string][]entry, tree map[string]entry) bool {
+	if len(index) != len(tree) {
+		return false
+	}
+	for path, es := range index {
+		e, ok := tree[path]
+		if !ok || len(es) != 1 || es[0].stage != 0 || es[0].mode != e.mode || es[0].oid != e.oid {
+			return false
+		}
+	}
+	return true
 }
 
 // switchTree makes the checkout's real index and files hold target's tree
@@ -255,14 +409,7 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 	if opts.Reviewed == "" {
 		return d, errors.New("no reviewed commit given")
 	}
-	if r.rebaseInProgress() {
-		return d, &RebaseInProgressError{}
-	}
-	c, err := r.Lookup(ctx, opts.Child)
-	if err != nil {
-		return d, err
-	}
-	p, err := r.Lookup(ctx, opts.Parent)
+	c, p, err := r.lookupDelivery(ctx, opts.Child, opts.Parent)
 	if err != nil {
 		return d, err
 	}
@@ -318,6 +465,72 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 		d.Commit, p = s, Tuple{Ref: p.Ref, Commit: s, Tree: tree}
 	}
 	return d, r.settleParent(ctx, p, &d, cur.Tree)
+}
+
+// AdvanceParent passes a child's source up to a parent that is not
+// reviewed (its children's squashes are already reviewed): when the
+// parent's tip is still the child's base and the child descends from it,
+// the parent's ref fast-forwards to the child's tip (old value checked),
+// the parent is selected in the checkout and verified, as DeliverToParent
+// does. Otherwise it refuses with a *NotFastForwardError and moves
+// nothing. The checkout must match its current selection. Idempotent: a
+// parent already at the child's tip is only selected (Delivery.Commit "").
+func (r *Repo) AdvanceParent(ctx context.Context, opts AdvanceOptions) (Delivery, error) {
+	d, err := r.advanceParent(ctx, opts)
+	if err != nil {
+		return d, fmt.Errorf("advance %s to card %s: %w", opts.Parent, opts.Child, err)
+	}
+	return d, nil
+}
+
+func (r *Repo) advanceParent(ctx context.Context, opts AdvanceOptions) (Delivery, error) {
+	var d Delivery
+	if opts.Base == "" {
+		return d, errors.New("no base commit given")
+	}
+	c, p, err := r.lookupDelivery(ctx, opts.Child, opts.Parent)
+	if err != nil {
+		return d, err
+	}
+	cur, err := r.headTuple(ctx)
+	if err != nil {
+		return d, err
+	}
+	if err := r.Verify(ctx, cur); err != nil { // later dirt refuses
+		return d, err
+	}
+	if p.Commit == c.Commit { // nothing new, or an interrupted run moved the ref
+		d.Resumed = p.Commit != opts.Base
+		return d, r.settleParent(ctx, p, &d, cur.Tree)
+	}
+	refuse := &NotFastForwardError{Child: opts.Child, Parent: opts.Parent, Base: opts.Base, ParentTip: p.Commit, ChildTip: c.Commit}
+	if p.Commit != opts.Base {
+		return d, refuse
+	}
+	if _, res, err := r.runCode(ctx, Command{Args: []string{"merge-base", "--is-ancestor", string(opts.Base), string(c.Commit)}}); err != nil {
+		return d, err
+	} else if res.ExitCode != 0 {
+		return d, refuse
+	}
+	if err := r.updateRef(ctx, p.Ref, c.Commit, p.Commit, "saivage: advance to "+opts.Child); err != nil {
+		return d, err
+	}
+	r.step(StepAdvanceParent)
+	d.Commit, p = c.Commit, Tuple{Ref: p.Ref, Commit: c.Commit, Tree: c.Tree}
+	return d, r.settleParent(ctx, p, &d, cur.Tree)
+}
+
+// lookupDelivery reads a delivery's child and parent tuples; a stopped
+// rebase refuses any delivery.
+func (r *Repo) lookupDelivery(ctx context.Context, child, parent string) (c, p Tuple, err error) {
+	if r.rebaseInProgress() {
+		return c, p, &RebaseInProgressError{}
+	}
+	if c, err = r.Lookup(ctx, child); err != nil {
+		return c, p, err
+	}
+	p, err = r.Lookup(ctx, parent)
+	return c, p, err
 }
 
 // settleParent selects the parent in the checkout and verifies files,

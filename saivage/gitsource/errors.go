@@ -72,6 +72,24 @@ func (e *UnreviewedError) Error() string {
 	return fmt.Sprintf("card %s: tip %s is not the reviewed commit %s; refusing to deliver", e.Card, e.Tip, e.Reviewed)
 }
 
+// NotFastForwardError refuses AdvanceParent: the parent moved away from
+// the child's base, or the child does not descend from it. Nothing moved.
+type NotFastForwardError struct {
+	Child, Parent string
+	// Base is the commit the child started from, ParentTip the parent's
+	// tip now, ChildTip the child's.
+	Base, ParentTip, ChildTip OID
+}
+
+func (e *NotFastForwardError) Error() string {
+	if e.ParentTip != e.Base {
+		return fmt.Sprintf("parent %s moved from %s to %s while card %s worked; its tip %s cannot fast-forward the parent",
+			e.Parent, short(e.Base), short(e.ParentTip), e.Child, short(e.ChildTip))
+	}
+	return fmt.Sprintf("card %s's tip %s does not descend from its base %s; it cannot fast-forward parent %s",
+		e.Child, short(e.ChildTip), short(e.Base), e.Parent)
+}
+
 // ConflictError reports that replaying a child onto its advanced parent
 // stopped on conflicts. The native rebase is left stopped in the checkout
 // for SnapshotRebase and ReturnSnapshot.

@@ -142,12 +142,6 @@ func TestGitSIGKILLAtEachDeliveryStep(t *testing.T) {
 	for i := first; i < len(steps); i++ {
 		branched = branched || steps[i] == gitsource.StepBranchRef
 		t.Run(fmt.Sprintf("%d-%s", i+1, steps[i]), func(t *testing.T) {
-			if steps[i] == gitsource.StepCheckpointRef && os.Getenv("SAIVAGE_TEST_CHECKPOINT_CRASH") == "" {
-				// Known gap (engine recovery, requested from gitsource): a kill between the card
-				// ref and HEAD moving leaves a checkout no call re-selects. Set the variable to
-				// see it fail.
-				t.Skip("recovery of a checkpoint interrupted after its ref moved is not implemented in gitsource yet")
-			}
 			crashAt(t, i+1, steps[i], branched)
 		})
 	}

@@ -23,10 +23,10 @@ type sourceRepo interface {
 	Check(ctx context.Context, want gitsource.Tuple) (gitsource.Observation, error)
 	Checkpoint(ctx context.Context, opts gitsource.CheckpointOptions) (gitsource.Checkpoint, error)
 	DeliverToParent(ctx context.Context, opts gitsource.DeliverOptions) (gitsource.Delivery, error)
+	AdvanceParent(ctx context.Context, opts gitsource.AdvanceOptions) (gitsource.Delivery, error)
 	DeliverToBranch(ctx context.Context, root string) (gitsource.Delivery, error)
 	SnapshotRebase(ctx context.Context, card string) (gitsource.Snapshot, error)
 	ReturnSnapshot(ctx context.Context, snap gitsource.Snapshot) (gitsource.Tuple, error)
-	Git(ctx context.Context, c gitsource.Command) (gitsource.Output, error)
 }
 
 // source sequences the native Git workflow for the Supervisor: card entry
@@ -244,41 +244,32 @@ func (s *source) delivered(ctx context.Context, act *activation, d gitsource.Del
 }
 
 // passUp delivers a card without a review binding: its source holds only
-// its children's reviewed deliveries, so the parent's ref advances to its
-// tip when the parent is still where the card started (old value
-// checked); own unreviewed changes are refused.
+// its children's reviewed deliveries, so the parent's ref fast-forwards to
+// its tip (gitsource.AdvanceParent) when the parent is still where the card
+// started; own unreviewed changes, or a parent that moved meanwhile, hold
+// the source.
 func (s *source) passUp(ctx context.Context, act *activation) error {
 	id, parent := act.card.ID, act.card.Parent
-	t, obs, err := s.observe(ctx, id)
+	_, obs, err := s.observe(ctx, id)
 	if err != nil {
 		return err
 	}
 	if !obs.Clean() {
 		return &heldError{fmt.Sprintf("card %s holds unreviewed source changes (%s); only %s cards deliver source", id, describe(obs), strings.Join(s.bound(), ", "))}
 	}
-	pt, err := s.repo.Lookup(ctx, parent)
-	if err != nil {
-		return err
-	}
 	c, err := s.rt.p.Cards.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	base := gitsource.OID(c.Git.Base)
-	switch {
-	case t.Commit == pt.Commit: // nothing new, or a resumed delivery
-	case pt.Commit != base:
-		return &heldError{fmt.Sprintf("parent %s moved from %s to %s while %s worked; its children's deliveries need a rebase this build does not do for %s cards", parent, short(base), short(pt.Commit), id, act.card.Type)}
-	default:
-		if _, err := s.repo.Git(ctx, gitsource.Command{Args: []string{"update-ref", "-m", "saivage: deliver card " + id, pt.Ref, string(t.Commit), string(pt.Commit)}}); err != nil {
-			return fmt.Errorf("deliver %s to %s: %w", id, parent, err)
-		}
+	d, err := s.repo.AdvanceParent(ctx, gitsource.AdvanceOptions{Child: id, Parent: parent, Base: gitsource.OID(c.Git.Base)})
+	var nf *gitsource.NotFastForwardError
+	if errors.As(err, &nf) {
+		return &heldError{fmt.Sprintf("%v; its children's deliveries need a rebase this build does not do for %s cards", nf, act.card.Type)}
 	}
-	pt, err = s.repo.Enter(ctx, gitsource.EnterOptions{Card: parent, Parent: cards.ParentOf(parent)})
 	if err != nil {
-		return fmt.Errorf("select %s after delivering %s: %w", parent, id, err)
+		return fmt.Errorf("deliver %s to %s: %w", id, parent, err)
 	}
-	return s.delivered(ctx, act, gitsource.Delivery{Parent: pt, Commit: t.Commit})
+	return s.delivered(ctx, act, d)
 }
 
 func (s *source) bound() []string {
