@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,6 +250,20 @@ func TestOversightOwnerFailure(t *testing.T) {
 	}
 	if _, _, err := e.rt.Analyst().Submit(ctx, "hello"); err == nil {
 		t.Error("the Analyst admitted a submission after the owner failed")
+	}
+	// Admissions are closed: a paused Run cannot resume, a stopped
+	// runtime cannot start another Run.
+	if err := e.rt.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Resume(ctx); !errors.Is(err, runtime.ErrNotAdmitted) || !strings.Contains(err.Error(), "owner failure") {
+		t.Errorf("resume after the owner failed = %v", err)
+	}
+	if err := e.rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Run(ctx); !errors.Is(err, runtime.ErrNotAdmitted) || !strings.Contains(err.Error(), "owner failure") {
+		t.Errorf("run after the owner failed = %v", err)
 	}
 	fc.Advance(time.Hour)
 	time.Sleep(100 * time.Millisecond) // a re-armed schedule would register a wait

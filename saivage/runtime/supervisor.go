@@ -103,6 +103,9 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	if rt.heldLocked() {
 		return fmt.Errorf("run: %w", ErrMaintenanceHold)
 	}
+	if err := rt.Failure(); err != nil {
+		return fmt.Errorf("run: the server is closing after an unexpected owner failure (%v): %w", err, ErrNotAdmitted)
+	}
 	switch rt.status {
 	case StatusStopped:
 	case StatusError:
@@ -196,6 +199,9 @@ func (rt *Runtime) Resume(ctx context.Context) error {
 	defer rt.mu.Unlock()
 	if rt.heldLocked() {
 		return fmt.Errorf("resume: %w", ErrMaintenanceHold)
+	}
+	if err := rt.Failure(); err != nil {
+		return fmt.Errorf("resume: the server is closing after an unexpected owner failure (%v): %w", err, ErrNotAdmitted)
 	}
 	switch rt.status {
 	case StatusPausing, StatusPaused:
