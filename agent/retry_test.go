@@ -23,7 +23,6 @@ func TestClassify(t *testing.T) {
 		{"network failure", fmt.Errorf("post: %w", io.ErrUnexpectedEOF), nil, agent.ErrTransient},
 		{"truncated stream", llm.ErrStreamTruncated, nil, agent.ErrTransient},
 		{"context code", &llm.APIError{Status: 400, Code: "context_length_exceeded"}, nil, agent.ErrContextLength},
-		{"context flattened into the message", &llm.APIError{Status: 400, Message: "upstream: context_too_large"}, nil, agent.ErrContextLength},
 		{"content policy code", &llm.APIError{Status: 400, Code: "content_policy_violation"}, nil, agent.ErrContentPolicy},
 		{"content filter", &llm.APIError{Status: 200, Code: "content_filter"}, nil, agent.ErrContentPolicy},
 		{"529", &llm.APIError{Status: 529}, nil, agent.ErrOverload},
@@ -36,6 +35,18 @@ func TestClassify(t *testing.T) {
 		{"no status", &llm.APIError{Message: "broken"}, nil, agent.ErrTransient},
 		{"bad request", &llm.APIError{Status: 400, Message: "bad tool schema"}, nil, agent.ErrOther},
 		{"unauthorised", &llm.APIError{Status: 401}, nil, agent.ErrOther},
+		{"in-band rate limit code", &llm.APIError{Code: "rate_limit_exceeded"}, nil, agent.ErrRateLimit},
+		{"in-band overload code", &llm.APIError{Code: "server_is_overloaded"}, nil, agent.ErrOverload},
+		{"in-band invalid key", &llm.APIError{Code: "invalid_api_key"}, nil, agent.ErrOther},
+		// Message text alone never changes the class: each row's status and
+		// code say one thing and its prose another.
+		{"context phrase in a 400's message", &llm.APIError{Status: 400, Message: "context_length_exceeded: too many tokens"}, nil, agent.ErrOther},
+		{"context phrase in a 503's message", &llm.APIError{Status: 503, Message: "upstream: context_too_large"}, nil, agent.ErrTransient},
+		{"policy phrase in a 400's message", &llm.APIError{Status: 400, Message: "content_policy_violation: refused"}, nil, agent.ErrOther},
+		{"policy phrase in an in-band error", &llm.APIError{Message: "content_filter triggered"}, nil, agent.ErrTransient},
+		{"overload phrase in a 500's message", &llm.APIError{Status: 500, Message: "overloaded_error: busy"}, nil, agent.ErrTransient},
+		{"rate-limit phrase in a 400's message", &llm.APIError{Status: 400, Message: "rate_limit_exceeded"}, nil, agent.ErrOther},
+		{"gateway 502 quoting an overload", &llm.APIError{Status: 502, Code: "upstream_failed", Message: "every provider failed: p/m: 500 overloaded_error"}, []int{500}, agent.ErrTransient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := agent.Classify(tc.err, tc.attempts...); got != tc.want {
