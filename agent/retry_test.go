@@ -22,6 +22,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"network failure", fmt.Errorf("post: %w", io.ErrUnexpectedEOF), nil, agent.ErrTransient},
 		{"truncated stream", llm.ErrStreamTruncated, nil, agent.ErrTransient},
+		{"stalled stream", fmt.Errorf("model call: %w", llm.ErrStreamStalled), nil, agent.ErrTransient},
 		{"context code", &llm.APIError{Status: 400, Code: "context_length_exceeded"}, nil, agent.ErrContextLength},
 		{"content policy code", &llm.APIError{Status: 400, Code: "content_policy_violation"}, nil, agent.ErrContentPolicy},
 		{"content filter", &llm.APIError{Status: 200, Code: "content_filter"}, nil, agent.ErrContentPolicy},
@@ -152,5 +153,26 @@ func TestCheckPairing(t *testing.T) {
 		if err := agent.CheckPairing(tc.msgs); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+func TestRunRetriesAStalledStream(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	client := llm.NewClient(llm.ClientOptions{BaseURL: srv.URL, StreamInactivity: 300 * time.Millisecond})
+	// The first answer stalls before any output (a stall after output
+	// started is returned, as any failure of a visible stream is).
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "too late", Delay: time.Minute}, llmtest.Reply{Content: "fine now"})
+	var slept []time.Duration
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5",
+		Messages: []llm.Message{{Role: "user", Content: "hi"}},
+		Retry:    &agent.RetryPolicy{Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}})
+	if err != nil || res.Text != "fine now" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if fmt.Sprint(slept) != "[2s]" {
+		t.Fatalf("slept %v, want [2s]: the stall is one transient failure", slept)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
 	}
 }
