@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/llm"
@@ -43,22 +42,23 @@ func (c ErrorClass) String() string {
 	return "unknown"
 }
 
-// Classify looks at the structured error (status, type, code) and, for a
-// gateway's 502 that ended a fallback chain, at the statuses of the attempts
-// it made. It does not interpret free prose beyond the providers' machine
-// codes, which gateways may flatten into messages.
+// Classify looks at the structured error only: its HTTP status and the
+// provider's error code and type (llm.FailureCause), and, for a gateway's
+// 502 that ended a fallback chain, at the statuses of the attempts it made.
+// Message text never changes the class (a provider's prose is not a
+// contract, and matching it would let a quoted phrase decide a retry).
 func Classify(err error, attemptStatuses ...int) ErrorClass {
 	var ae *llm.APIError
 	if !errors.As(err, &ae) {
-		return ErrTransient // network failures and truncated streams
+		return ErrTransient // network failures, truncated or stalled streams
 	}
-	codes := strings.ToLower(ae.Code + " " + ae.Type + " " + ae.Message)
-	switch {
-	case strings.Contains(codes, "context_length_exceeded") || strings.Contains(codes, "context_too_large"):
+	cause := llm.FailureCause(ae.Status, ae.Code, ae.Type)
+	switch cause {
+	case "context_length":
 		return ErrContextLength
-	case strings.Contains(codes, "content_policy_violation") || strings.Contains(codes, "content_filter"):
+	case "content_policy":
 		return ErrContentPolicy
-	case ae.Status == 529 || strings.Contains(codes, "overloaded_error"):
+	case "overloaded":
 		return ErrOverload
 	}
 	if ae.Status == http.StatusBadGateway && len(attemptStatuses) > 0 {
@@ -73,8 +73,10 @@ func Classify(err error, attemptStatuses ...int) ErrorClass {
 		}
 	}
 	switch {
-	case ae.Status == http.StatusTooManyRequests:
+	case cause == "rate_limit":
 		return ErrRateLimit
+	case cause == "auth":
+		return ErrOther
 	case ae.Status == 0 || ae.Status == http.StatusRequestTimeout || ae.Status >= 500:
 		return ErrTransient
 	}

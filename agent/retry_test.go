@@ -22,8 +22,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{"network failure", fmt.Errorf("post: %w", io.ErrUnexpectedEOF), nil, agent.ErrTransient},
 		{"truncated stream", llm.ErrStreamTruncated, nil, agent.ErrTransient},
+		{"stalled stream", fmt.Errorf("model call: %w", llm.ErrStreamStalled), nil, agent.ErrTransient},
 		{"context code", &llm.APIError{Status: 400, Code: "context_length_exceeded"}, nil, agent.ErrContextLength},
-		{"context flattened into the message", &llm.APIError{Status: 400, Message: "upstream: context_too_large"}, nil, agent.ErrContextLength},
 		{"content policy code", &llm.APIError{Status: 400, Code: "content_policy_violation"}, nil, agent.ErrContentPolicy},
 		{"content filter", &llm.APIError{Status: 200, Code: "content_filter"}, nil, agent.ErrContentPolicy},
 		{"529", &llm.APIError{Status: 529}, nil, agent.ErrOverload},
@@ -36,6 +36,18 @@ func TestClassify(t *testing.T) {
 		{"no status", &llm.APIError{Message: "broken"}, nil, agent.ErrTransient},
 		{"bad request", &llm.APIError{Status: 400, Message: "bad tool schema"}, nil, agent.ErrOther},
 		{"unauthorised", &llm.APIError{Status: 401}, nil, agent.ErrOther},
+		{"in-band rate limit code", &llm.APIError{Code: "rate_limit_exceeded"}, nil, agent.ErrRateLimit},
+		{"in-band overload code", &llm.APIError{Code: "server_is_overloaded"}, nil, agent.ErrOverload},
+		{"in-band invalid key", &llm.APIError{Code: "invalid_api_key"}, nil, agent.ErrOther},
+		// Message text alone never changes the class: each row's status and
+		// code say one thing and its prose another.
+		{"context phrase in a 400's message", &llm.APIError{Status: 400, Message: "context_length_exceeded: too many tokens"}, nil, agent.ErrOther},
+		{"context phrase in a 503's message", &llm.APIError{Status: 503, Message: "upstream: context_too_large"}, nil, agent.ErrTransient},
+		{"policy phrase in a 400's message", &llm.APIError{Status: 400, Message: "content_policy_violation: refused"}, nil, agent.ErrOther},
+		{"policy phrase in an in-band error", &llm.APIError{Message: "content_filter triggered"}, nil, agent.ErrTransient},
+		{"overload phrase in a 500's message", &llm.APIError{Status: 500, Message: "overloaded_error: busy"}, nil, agent.ErrTransient},
+		{"rate-limit phrase in a 400's message", &llm.APIError{Status: 400, Message: "rate_limit_exceeded"}, nil, agent.ErrOther},
+		{"gateway 502 quoting an overload", &llm.APIError{Status: 502, Code: "upstream_failed", Message: "every provider failed: p/m: 500 overloaded_error"}, []int{500}, agent.ErrTransient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := agent.Classify(tc.err, tc.attempts...); got != tc.want {
@@ -141,5 +153,26 @@ func TestCheckPairing(t *testing.T) {
 		if err := agent.CheckPairing(tc.msgs); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+func TestRunRetriesAStalledStream(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	client := llm.NewClient(llm.ClientOptions{BaseURL: srv.URL, StreamInactivity: 300 * time.Millisecond})
+	// The first answer stalls before any output (a stall after output
+	// started is returned, as any failure of a visible stream is).
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "too late", Delay: time.Minute}, llmtest.Reply{Content: "fine now"})
+	var slept []time.Duration
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5",
+		Messages: []llm.Message{{Role: "user", Content: "hi"}},
+		Retry:    &agent.RetryPolicy{Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}})
+	if err != nil || res.Text != "fine now" {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if fmt.Sprint(slept) != "[2s]" {
+		t.Fatalf("slept %v, want [2s]: the stall is one transient failure", slept)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/agentstack/agentstack/gateway"
 	"github.com/agentstack/agentstack/llm"
@@ -46,6 +47,30 @@ func TestInProcessTransport(t *testing.T) {
 		t.Errorf("cancelled stream: err = %v", err)
 	}
 	if recs := f.ledger.waitRequests(t, 4); len(recs) != 4 {
+		t.Errorf("ledger rows = %d", len(recs))
+	}
+}
+
+// A provider stream that stalls through the gateway (as Saivage's Router
+// reads it, in process) ends with ErrStreamStalled, and the gateway's
+// handler finishes and records the request.
+func TestInProcessStalledStream(t *testing.T) {
+	f := newFixture(t, twoCandidates, gateway.Options{})
+	client := llm.NewClient(llm.ClientOptions{BaseURL: "http://in-process/v1", StreamInactivity: 300 * time.Millisecond,
+		HTTPClient: &http.Client{Transport: gateway.InProcess(f.gw.Handler())}})
+	hold := make(chan struct{})
+	defer close(hold)
+	f.upstream.Enqueue("first", llmtest.Reply{Content: "never finishes", Chunks: 3, Hold: hold})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := client.ChatStream(ctx, &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+	if !errors.Is(err, llm.ErrStreamStalled) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want ErrStreamStalled", err)
+	}
+	if resp == nil || resp.Choices[0].Message.Content != "neve" { // the first of three chunks
+		t.Errorf("partial response %+v", resp)
+	}
+	if recs := f.ledger.waitRequests(t, 1); len(recs) != 1 {
 		t.Errorf("ledger rows = %d", len(recs))
 	}
 }

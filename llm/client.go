@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Attribution labels a model call for the usage ledger.
@@ -48,7 +49,21 @@ type ClientOptions struct {
 	// HTTPClient defaults to a client without a timeout (use contexts) whose
 	// pool keeps enough idle connections for many concurrent streams.
 	HTTPClient *http.Client
+	// StreamInactivity is how long a streamed call may go without a data
+	// event before it fails with ErrStreamStalled; 0 means
+	// DefaultStreamInactivity.
+	StreamInactivity time.Duration
 }
+
+// DefaultStreamInactivity is the stream inactivity limit: the clock starts
+// before the request is sent, response headers do not renew it, and only
+// SSE data events (not comments or partial frames) do.
+const DefaultStreamInactivity = 120 * time.Second
+
+// ErrStreamStalled reports a streamed call that received no data event
+// within its inactivity limit. It is not an *APIError, so retry policies
+// treat it as transient.
+var ErrStreamStalled = errors.New("model stream stalled")
 
 // defaultHTTPClient is shared by clients without their own: one pool per
 // process, sized so that concurrent chats reuse connections instead of
@@ -62,16 +77,20 @@ var defaultHTTPClient = func() *http.Client {
 
 // Client calls an OpenAI-compatible endpoint.
 type Client struct {
-	base   string
-	key    string
-	client *http.Client
+	base       string
+	key        string
+	client     *http.Client
+	inactivity time.Duration
 }
 
 // NewClient returns a client for opts.BaseURL.
 func NewClient(opts ClientOptions) *Client {
-	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient}
+	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient, inactivity: opts.StreamInactivity}
 	if c.client == nil {
 		c.client = defaultHTTPClient
+	}
+	if c.inactivity <= 0 {
+		c.inactivity = DefaultStreamInactivity
 	}
 	return c
 }
@@ -148,18 +167,34 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // ChatStream sends a streamed completion request, calls onChunk for every
 // chunk as it arrives (onChunk may be nil; an error from it stops the stream)
 // and returns the accumulated response. An in-band error event ends the
-// stream with an *APIError.
+// stream with an *APIError; no data event within the client's inactivity
+// limit ends it with ErrStreamStalled (and the partial response).
 func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(StreamChunk) error) (*ChatResponse, error) {
 	r := *req
 	r.Stream, r.StreamOptions = true, &StreamOptions{IncludeUsage: true}
-	resp, err := c.post(ctx, "/chat/completions", &r, true)
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := fmt.Errorf("%w: no data from the model for %s", ErrStreamStalled, c.inactivity)
+	// The clock starts before the request is sent; headers do not renew it.
+	timer := time.AfterFunc(c.inactivity, func() { cancel(stalled) })
+	defer timer.Stop()
+	resp, err := c.post(sctx, "/chat/completions", &r, true)
 	if err != nil {
+		if context.Cause(sctx) == stalled {
+			return nil, stalled
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	var acc Accumulator
 	var dec chunkDecoder
 	err = ReadSSE(resp.Body, func(data []byte) error {
+		// Only a data event is progress; the time the caller spends in
+		// onChunk is not the model's.
+		if !timer.Stop() {
+			return stalled
+		}
+		defer timer.Reset(c.inactivity)
 		var chunk StreamChunk
 		if err := dec.decode(data, &chunk); err != nil {
 			return fmt.Errorf("decode stream chunk: %w", err)
@@ -177,6 +212,9 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 	if err != nil {
 		if ctx.Err() != nil {
 			return acc.Response(), ctx.Err()
+		}
+		if context.Cause(sctx) == stalled {
+			return acc.Response(), stalled
 		}
 		return acc.Response(), err
 	}

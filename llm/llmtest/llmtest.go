@@ -26,9 +26,12 @@ import (
 // Reply scripts one answer of the provider.
 type Reply struct {
 	// Status, when not 0 or 200, answers with an OpenAI error object and this
-	// HTTP status; ErrorMessage is its message.
+	// HTTP status; ErrorMessage is its message, ErrorCode and ErrorType its
+	// structured code and type (type default "scripted_error").
 	Status       int
 	ErrorMessage string
+	ErrorCode    string
+	ErrorType    string
 
 	Content   string
 	Reasoning string
@@ -182,7 +185,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
-		writeError(w, reply.Status, cmpOr(reply.ErrorMessage, http.StatusText(reply.Status)))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(reply.Status)
+		json.NewEncoder(w).Encode(llm.ErrorResponse{Error: llm.ErrorBody{Message: cmpOr(reply.ErrorMessage, http.StatusText(reply.Status)),
+			Type: cmpOr(reply.ErrorType, "scripted_error"), Code: reply.ErrorCode}})
 		return
 	}
 	switch {

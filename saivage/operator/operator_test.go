@@ -53,6 +53,13 @@ func start(t *testing.T, env map[string]string) *server {
 // startWith is start with more mcpServers entries (YAML lines).
 func startWith(t *testing.T, env map[string]string, moreMCP string) *server {
 	t.Helper()
+	return startEdited(t, env, func(_, cfg string) string { return cfg + moreMCP })
+}
+
+// startEdited is start with the project's config (ending in the mcpServers
+// block) rewritten by edit, which may also write files under dir.
+func startEdited(t *testing.T, env map[string]string, edit func(dir, cfg string) string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
 	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: "Test the API."}); err != nil {
@@ -62,7 +69,8 @@ func startWith(t *testing.T, env map[string]string, moreMCP string) *server {
 	cfgPath := filepath.Join(dir, ".saivage", "config.yaml")
 	b, _ := os.ReadFile(cfgPath)
 	cfg := strings.Replace(string(b), "    baseUrl: http://127.0.0.1:4000/v1\n", "    baseUrl: "+srv.URL+"\n    apiKey: ${PROVIDER_KEY}\n", 1)
-	cfg += "mcpServers:\n  docs:\n    transport: http\n    url: https://user:pw@mcp.example.com/v1?key=q\n    headers: {Authorization: Bearer mcp-header-secret}\n" + moreMCP
+	cfg += "mcpServers:\n  docs:\n    transport: http\n    url: https://user:pw@mcp.example.com/v1?key=q\n    headers: {Authorization: Bearer mcp-header-secret}\n"
+	cfg = edit(dir, cfg)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

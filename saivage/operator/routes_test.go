@@ -431,7 +431,7 @@ func TestFilesPrivacyAndText(t *testing.T) {
 func TestSystemRoutes(t *testing.T) {
 	s := start(t, nil)
 	// A content-policy refusal is counted and located.
-	s.script.Add("analyst", llmtest.Reply{Status: 400, ErrorMessage: "content_policy_violation: refused"}, rtt.Text("Fine."))
+	s.script.Add("analyst", llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"}, rtt.Text("Fine."))
 	if code, m := s.do("POST", "/api/chat", token, `{"message":"hello","wait":true}`); code != 200 {
 		t.Fatalf("chat = %d %v", code, m)
 	}

@@ -87,13 +87,28 @@ func (s *Server) getContentPolicy(w http.ResponseWriter, r *http.Request) error 
 }
 
 // providerView is a process-local routing observation: no endpoints, no
-// keys.
+// keys, no tokens. Auth says which kind of credentials a provider and each
+// of its accounts sends (an account without its own uses the provider's).
 type providerView struct {
-	Name     string   `json:"name"`
-	Accounts []string `json:"accounts"`
-	Models   []string `json:"models"`
-	Priority int      `json:"priority"`
-	Keyed    bool     `json:"has_api_key"`
+	Name        string            `json:"name"`
+	Accounts    []string          `json:"accounts"`
+	Models      []string          `json:"models"`
+	Priority    int               `json:"priority"`
+	Keyed       bool              `json:"has_api_key"`
+	Auth        string            `json:"auth"`
+	AccountAuth map[string]string `json:"account_auth"`
+}
+
+// authKind names the credentials an apiKey/authProfile pair configures:
+// "api_key", "profile" (an auth profile file), or "none".
+func authKind(apiKey, profile string) string {
+	switch {
+	case profile != "":
+		return "profile"
+	case apiKey != "":
+		return "api_key"
+	}
+	return "none"
 }
 
 func (s *Server) getProviders(w http.ResponseWriter, r *http.Request) error {
@@ -101,7 +116,15 @@ func (s *Server) getProviders(w http.ResponseWriter, r *http.Request) error {
 	provs := []providerView{}
 	for _, name := range sortedKeys(cfg.Providers) {
 		p := cfg.Providers[name]
-		v := providerView{Name: name, Accounts: sortedKeys(p.Accounts), Models: append([]string{}, p.Models...), Priority: p.Priority, Keyed: p.APIKey != ""}
+		v := providerView{Name: name, Accounts: sortedKeys(p.Accounts), Models: append([]string{}, p.Models...), Priority: p.Priority, Keyed: p.APIKey != "",
+			Auth: authKind(p.APIKey, p.AuthProfile), AccountAuth: map[string]string{}}
+		for an, a := range p.Accounts {
+			if a.APIKey == "" && a.AuthProfile == "" {
+				v.AccountAuth[an] = v.Auth
+			} else {
+				v.AccountAuth[an] = authKind(a.APIKey, a.AuthProfile)
+			}
+		}
 		provs = append(provs, v)
 	}
 	type routeView struct {

@@ -118,8 +118,8 @@ func TestTransientFailuresAreFinite(t *testing.T) {
 func TestSecondContentPolicyRefusalBlocks(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.script.Add("planner@project",
-		llmtest.Reply{Status: 400, ErrorMessage: "content_policy_violation: refused"},
-		llmtest.Reply{Status: 400, ErrorMessage: "content_policy_violation: refused again"},
+		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"},
+		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused again"},
 	)
 	sum := runToEnd(t, e)
 	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "content-policy grounds") || e.status("project") != "blocked" {
@@ -139,7 +139,7 @@ func TestContextRejectionCompactsOnce(t *testing.T) {
 	e.script.Add("planner@project",
 		call("write", map[string]any{"path": "notes.txt", "content": big}),
 		call("read", map[string]any{"path": "notes.txt"}),
-		llmtest.Reply{Status: 400, ErrorMessage: "context_length_exceeded: too many tokens"},
+		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
 		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
 		emit("done", "planned", nil),
 		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),

@@ -309,7 +309,7 @@ func (h *harness) script(req llmtest.Request) llmtest.Reply {
 		h.refused = true
 		h.mu.Unlock()
 		if refuse {
-			return llmtest.Reply{Status: 400, ErrorMessage: "context_length_exceeded: the conversation is too long"}
+			return llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "the conversation is too long"}
 		}
 	}
 	if last["role"] == "tool" {
