@@ -51,7 +51,8 @@ func TestExecuteStepInWatchTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	pol, err := policy.New(policy.Options{Connectors: []string{"mail"}})
+	pol, err := policy.New(policy.Options{Connectors: []string{"mail"},
+		Hints: policy.StaticHints{"mcp__mail__search_mail": true}}) // as the mail connector annotates it
 	if err != nil {
 		t.Fatal(err)
 	}
