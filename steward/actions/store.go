@@ -420,8 +420,6 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 			return 0, 0, 0, err
 		}
 		switch out {
-		case Created:
-			created++
 		case Unchanged:
 			unchanged++
 		default:

@@ -272,11 +272,15 @@ func TestCountsMatchRows(t *testing.T) {
 	if _, out, err := s.Upsert(ctx, testMailItem(0, at.Add(time.Hour)), false); err != nil || out != Reopened {
 		t.Fatalf("reopen: %v %v", out, err)
 	}
-	mixed := append(batch(40, 20), testMailItem(3, at.Add(time.Hour)))
-	if c, u, _, err := s.UpsertBatch(ctx, mixed, false); err != nil || c != 10 || u != 11 {
+	// Key 55 twice: created, then updated by its second, newer occurrence.
+	mixed := append(batch(40, 20), testMailItem(3, at.Add(time.Hour)), testMailItem(55, at.Add(2*time.Hour)))
+	if c, u, _, err := s.UpsertBatch(ctx, mixed, false); err != nil || c != 10 || u != 12 {
 		t.Fatalf("mixed batch: %d created %d updated %v", c, u, err)
 	}
 	check("reopen and mixed batch")
+	if it, err := s.BySource(ctx, "mail:thread:55"); err != nil || !it.SourceAt.Equal(at.Add(2*time.Hour)) {
+		t.Fatalf("key twice in a batch: %+v %v", it, err)
+	}
 	if _, err := s.DB().ExecContext(ctx, `DELETE FROM items WHERE id IN (2, 6, 7)`); err != nil {
 		t.Fatal(err)
 	}
