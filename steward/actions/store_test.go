@@ -207,3 +207,108 @@ func TestFlowsVersionedAndRetrieved(t *testing.T) {
 		t.Fatalf("flows after delete: %+v", fl)
 	}
 }
+
+// TestCountsMatchRows checks item_counts (kept by the writers for inserts,
+// by triggers for status changes and deletes) against COUNT(*) after every
+// kind of write, including a batch that fails half-way and a cancelled one,
+// and after reopening the file.
+func TestCountsMatchRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "actions.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string) {
+		t.Helper()
+		res, err := s.List(ctx, ListOptions{IncludeHandled: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Counts{StatusNew: 0, StatusRead: 0, StatusDone: 0, StatusDismissed: 0}
+		rows, err := s.DB().QueryContext(ctx, `SELECT status, count(*) FROM items GROUP BY status`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st Status
+			var n int
+			if err := rows.Scan(&st, &n); err != nil {
+				t.Fatal(err)
+			}
+			want[st] = n
+		}
+		if fmt.Sprint(res.CountsTotal) != fmt.Sprint(want) {
+			t.Fatalf("%s: counts %v, rows %v", step, res.CountsTotal, want)
+		}
+	}
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	batch := func(from, n int) []Item {
+		var items []Item
+		for i := from; i < from+n; i++ {
+			items = append(items, testMailItem(i, at))
+		}
+		return items
+	}
+	if c, _, _, err := s.UpsertBatch(ctx, batch(0, 50), false); err != nil || c != 50 {
+		t.Fatalf("batch: %d %v", c, err)
+	}
+	check("batch insert")
+	if _, out, err := s.Upsert(ctx, testMailItem(100, at), false); err != nil || out != Created {
+		t.Fatalf("upsert: %v %v", out, err)
+	}
+	check("single insert")
+	for id, st := range map[int64]Status{1: StatusDone, 2: StatusDismissed, 3: StatusRead, 4: StatusDone} {
+		if err := s.SetStatus(ctx, id, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkRead(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	check("status changes")
+	// Newer activity reopens a done item; a mixed batch creates and updates.
+	if _, out, err := s.Upsert(ctx, testMailItem(0, at.Add(time.Hour)), false); err != nil || out != Reopened {
+		t.Fatalf("reopen: %v %v", out, err)
+	}
+	// Key 55 twice: created, then updated by its second, newer occurrence.
+	mixed := append(batch(40, 20), testMailItem(3, at.Add(time.Hour)), testMailItem(55, at.Add(2*time.Hour)))
+	if c, u, _, err := s.UpsertBatch(ctx, mixed, false); err != nil || c != 10 || u != 12 {
+		t.Fatalf("mixed batch: %d created %d updated %v", c, u, err)
+	}
+	check("reopen and mixed batch")
+	if it, err := s.BySource(ctx, "mail:thread:55"); err != nil || !it.SourceAt.Equal(at.Add(2*time.Hour)) {
+		t.Fatalf("key twice in a batch: %+v %v", it, err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `DELETE FROM items WHERE id IN (2, 6, 7)`); err != nil {
+		t.Fatal(err)
+	}
+	check("deletes")
+	// A batch failing on its last item rolls back its rows and their count.
+	bad := append(batch(200, 30), Item{SourceKey: "mail:thread:bad", Kind: "reply-needed"})
+	if _, _, _, err := s.UpsertBatch(ctx, bad, false); err == nil {
+		t.Fatal("a batch with an untitled item was stored")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, _, err := s.UpsertBatch(cctx, batch(300, 30), false); err == nil {
+		t.Fatal("a cancelled batch was stored")
+	}
+	if _, err := s.BySource(ctx, "mail:thread:200"); err == nil {
+		t.Fatal("a rolled-back batch left a row")
+	}
+	check("rolled-back batches")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(ctx, path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	check("reopened")
+	if c, _, _, err := s.UpsertBatch(ctx, batch(400, 5), true); err != nil || c != 5 {
+		t.Fatalf("batch after reopen: %d %v", c, err)
+	}
+	check("insert after reopen")
+}

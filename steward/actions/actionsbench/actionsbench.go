@@ -261,6 +261,10 @@ func fill(ctx context.Context, db *sql.DB, n int) error {
 			return err
 		}
 	}
+	// Raw inserts bypass the store's writers, which keep item_counts.
+	if _, err := tx.ExecContext(ctx, `UPDATE item_counts SET n = (SELECT count(*) FROM items WHERE items.status = item_counts.status)`); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
