@@ -48,11 +48,28 @@ func documentsPDFStatus(cfg *config.Config) host.ServiceStatus {
 }
 
 func newDocumentService(env *cliEnv) (*documents.Service, error) {
+	return buildDocumentService(env, documents.OptionsFromConfig)
+}
+
+// newDocumentExtractor is the documents service the wiki extracts sources
+// with: it searches with the wiki's embedder (nil: lexical only), so one
+// embedding client serves both; id names that embedder for the vector cache.
+func newDocumentExtractor(env *cliEnv, emb documents.Embedder, id string) (*documents.Service, error) {
+	return buildDocumentService(env, func(cfg *config.Config, g *pathguard.Guard) (documents.Options, error) {
+		opts, err := documents.ExtractOptionsFromConfig(cfg, g)
+		if emb != nil {
+			opts.Embedder, opts.EmbedderID = emb, id
+		}
+		return opts, err
+	})
+}
+
+func buildDocumentService(env *cliEnv, options func(*config.Config, *pathguard.Guard) (documents.Options, error)) (*documents.Service, error) {
 	cfg, err := env.Config()
 	if err != nil {
 		return nil, err
 	}
-	opts, err := documents.OptionsFromConfig(cfg, newPathGuard(cfg))
+	opts, err := options(cfg, newPathGuard(cfg))
 	if err != nil {
 		return nil, err
 	}

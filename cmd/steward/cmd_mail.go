@@ -366,30 +366,25 @@ func mailStatus(ctx context.Context, env *cliEnv, args []string) error {
 func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 	s, err := mailSettings(env)
 	if errors.Is(err, mail.ErrNoConfig) {
-		// Serve the tools anyway, so that the agent can say what to configure.
-		env.Log.Warn("mail connector started without accounts", "err", err)
-		return server.NewUnavailable(err.Error(), version), nil
+		// Serve the tools anyway, so that the agent can say what to
+		// configure, and open the mirror once mail.yaml exists.
+		env.Log.Warn("mail connector started without accounts; its read tools start working once mail.yaml exists, "+
+			"sending needs a restart", "err", err)
+		return server.NewDeferred(func(ctx context.Context) (server.Options, error) {
+			s, err := mailSettings(env)
+			if err != nil {
+				return server.Options{}, err
+			}
+			return mailReadOptions(ctx, env, s)
+		}, version)
 	}
 	if err != nil {
 		return nil, err
 	}
-	store, err := mirrorFor(ctx, env, s)
+	opts, err := mailReadOptions(ctx, env, s)
 	if err != nil {
 		return nil, err
 	}
-	store.Close()
-	blobs, err := mirror.NewBlobs(s.BlobDir)
-	if err != nil {
-		return nil, err
-	}
-	cfg, _ := env.Config()
-	engine, err := search.Open(ctx, search.Options{DBPath: s.DBPath, Embedder: s.Embedder("mail-mcp", "query-embed"), SemanticOff: s.EmbedOff,
-		Live: search.NewLiveMailReader(), Log: env.Log})
-	if err != nil {
-		return nil, err
-	}
-	opts := server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
-		Guard: server.NewGuard(mail.UserHome(), cfg.Home)}
 	// The writes live as long as the connector process; so do their stores.
 	j, err := openJournal(ctx, env, audit.ActorHost)
 	if err != nil {
@@ -401,6 +396,31 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 	}
 	opts.Sender = w
 	return server.New(opts)
+}
+
+// mailReadOptions opens what the mail read tools need: the mirror (created
+// if missing), its blobs and the search engine.
+func mailReadOptions(ctx context.Context, env *cliEnv, s *mail.Settings) (server.Options, error) {
+	store, err := mirrorFor(ctx, env, s)
+	if err != nil {
+		return server.Options{}, err
+	}
+	store.Close()
+	blobs, err := mirror.NewBlobs(s.BlobDir)
+	if err != nil {
+		return server.Options{}, err
+	}
+	cfg, err := env.Config()
+	if err != nil {
+		return server.Options{}, err
+	}
+	engine, err := search.Open(ctx, search.Options{DBPath: s.DBPath, Embedder: s.Embedder("mail-mcp", "query-embed"), SemanticOff: s.EmbedOff,
+		Live: search.NewLiveMailReader(), Log: env.Log})
+	if err != nil {
+		return server.Options{}, err
+	}
+	return server.Options{Engine: engine, Blobs: blobs, Version: version, Log: env.Log,
+		Guard: server.NewGuard(mail.UserHome(), cfg.Home)}, nil
 }
 
 func mailBench(ctx context.Context, env *cliEnv, args []string) error {

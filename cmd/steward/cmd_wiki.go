@@ -82,17 +82,28 @@ func openWiki(ctx context.Context, env *cliEnv, model *llm.Client, create bool) 
 		}
 		env.Log.Info("created the wiki", "dir", ws.dir)
 	}
-	docs, err := newDocumentService(env)
+	opts, err := wikiOptions(env, cfg, ws, model)
 	if err != nil {
 		return nil, nil, err
+	}
+	svc, err := wiki.Open(ctx, opts)
+	return svc, ws, err
+}
+
+// wikiOptions builds the wiki's dependencies. The wiki and its document
+// extractor share one embedding client (WIKI_EMBED_ENDPOINT); each labels
+// its own calls for the usage ledger.
+func wikiOptions(env *cliEnv, cfg *config.Config, ws *wikiSettings, model *llm.Client) (wiki.Options, error) {
+	emb := newLocalEmbedder(cfg, ws.embed, "", "", 30*time.Second)
+	docs, err := newDocumentExtractor(env, emb, "wiki|"+ws.embed)
+	if err != nil {
+		return wiki.Options{}, err
 	}
 	if model == nil {
 		model = llm.NewClient(llm.ClientOptions{BaseURL: cfg.URL("GATEWAY_BASE_URL", "http://127.0.0.1:4000/v1"), APIKey: cfg.String("GATEWAY_API_KEY", "sk-local")})
 	}
-	svc, err := wiki.Open(ctx, wiki.Options{Dir: ws.dir, IndexDir: ws.indexDir,
-		Embedder: newLocalEmbedder(cfg, ws.embed, wiki.UsageService, "embed", 30*time.Second),
-		Model:    model, ModelName: ws.model, Extractor: docs, Log: env.Log.With("component", "wiki")})
-	return svc, ws, err
+	return wiki.Options{Dir: ws.dir, IndexDir: ws.indexDir, Embedder: emb,
+		Model: model, ModelName: ws.model, Extractor: docs, Log: env.Log.With("component", "wiki")}, nil
 }
 
 // runWikiBackground keeps the wiki current (file watch, periodic rescan,

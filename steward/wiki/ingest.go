@@ -15,12 +15,14 @@ import (
 	"github.com/agentstack/agentstack/llm"
 )
 
-// UsageService and the two actions attribute ingest's model calls in the
-// usage ledger.
+// UsageService and the actions attribute the wiki's model and embedding
+// calls in the usage ledger; each call carries its label, so the embedder
+// may be shared with other users (steward serve shares one).
 const (
 	UsageService        = "wiki"
 	UsageActionAnalyze  = "ingest-analyze"
 	UsageActionGenerate = "ingest-generate"
+	UsageActionEmbed    = "embed"
 )
 
 // maxSourceChars bounds the source text sent to the model.

@@ -193,8 +193,13 @@ func (s *Service) Embed(ctx context.Context) int {
 	if s.opts.Embedder == nil {
 		return 0
 	}
-	n, _ := s.idx.vecs.EmbedPending(ctx, s.opts.Embedder, s.log)
+	n, _ := s.idx.vecs.EmbedPending(embedContext(ctx), s.opts.Embedder, s.log)
 	return n
+}
+
+// embedContext labels the wiki's embedding calls for the usage ledger.
+func embedContext(ctx context.Context) context.Context {
+	return llm.WithAttribution(ctx, llm.Attribution{Service: UsageService, Action: UsageActionEmbed})
 }
 
 // Graph returns the page graph, rebuilt when the vault changed.
@@ -279,7 +284,7 @@ func (s *Service) Search(ctx context.Context, req SearchRequest) (*SearchRespons
 	}
 	lists := [][]string{ids(lex), ids(tri), ids(titles)}
 	if s.opts.Embedder != nil {
-		near, err := s.idx.vecs.SearchText(ctx, s.opts.Embedder, q, depth)
+		near, err := s.idx.vecs.SearchText(embedContext(ctx), s.opts.Embedder, q, depth)
 		if err != nil {
 			resp.Warning = err.Error()
 		} else if near != nil {

@@ -15,7 +15,9 @@ import (
 // Embedder is the shared search.Embedder.
 type Embedder = search.Embedder
 
-// Usage attribution sent with every document embedding request.
+// Usage attribution sent with every document embedding request: the
+// configured embedder carries it, and semantic search labels each call with
+// it too, for an embedder shared with other users (steward serve's wiki).
 const (
 	UsageService = "documents-mcp"
 	UsageAction  = "search-embed"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/search"
 )
 
@@ -412,6 +413,7 @@ func (s *Service) semanticRank(ctx context.Context, d *document, query string) (
 	if s.opts.Embedder == nil {
 		return nil, SemanticInfo{Status: SemanticDisabled, Reason: "no embedding endpoint is configured (DOCUMENT_EMBED_ENDPOINT=off)"}
 	}
+	ctx = llm.WithAttribution(ctx, llm.Attribution{Service: UsageService, Action: UsageAction})
 	selected := sampleChunks(len(d.chunks), MaxSemanticChunks)
 	info := SemanticInfo{Selected: len(selected)}
 	qv, err := s.opts.Embedder.Embed(ctx, []string{query})

@@ -66,6 +66,24 @@ type Options struct {
 // OptionsFromConfig reads the DOCUMENT_* settings. The guard and worker
 // command are supplied by the caller.
 func OptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, error) {
+	opts, err := ExtractOptionsFromConfig(cfg, guard)
+	if err != nil {
+		return opts, err
+	}
+	emb, id, err := embedderFromConfig(cfg)
+	if err != nil {
+		return opts, err
+	}
+	if emb != nil {
+		opts.Embedder, opts.EmbedderID = emb, id
+	}
+	return opts, cfg.Err()
+}
+
+// ExtractOptionsFromConfig reads the DOCUMENT_* settings except
+// DOCUMENT_EMBED_*, for a caller that sets Options.Embedder to an embedder
+// it shares (steward serve's wiki extractor).
+func ExtractOptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, error) {
 	opts := Options{
 		Guard:    guard,
 		MaxBytes: cfg.Clamp("DOCUMENT_MAX_BYTES", DefaultMaxBytes, 1, MaxMaxBytes),
@@ -83,13 +101,6 @@ func OptionsFromConfig(cfg *config.Config, guard *pathguard.Guard) (Options, err
 		return opts, err
 	}
 	opts.Limits.PDFToText = bin
-	emb, id, err := embedderFromConfig(cfg)
-	if err != nil {
-		return opts, err
-	}
-	if emb != nil {
-		opts.Embedder, opts.EmbedderID = emb, id
-	}
 	return opts, cfg.Err()
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool"
 	"github.com/agentstack/agentstack/steward/pathguard"
 )
 
@@ -51,6 +52,43 @@ type Options struct {
 
 // New builds the MCP server.
 func New(opts Options) (*mcp.Server, error) {
+	h, err := newHandlers(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := newServer(opts.Version)
+	if err := addReadTools(s, func(context.Context) (*handlers, error) { return h, nil }); err != nil {
+		return nil, err
+	}
+	if opts.Sender != nil {
+		addWriteTools(s, opts.Sender)
+	}
+	return s, nil
+}
+
+// NewDeferred builds the server of a connector started before mail is
+// configured: the read tools are served at once and open returns their
+// options on the first call that succeeds (an mcptool.Lazy). Until then
+// every call answers with open's error, which says what to configure; a
+// mail.yaml written later is picked up by the next call, without a
+// restart. The write tools need a connector restart (the tool list is set
+// when the host connects).
+func NewDeferred(open func(context.Context) (Options, error), version string) (*mcp.Server, error) {
+	lazy := mcptool.NewLazy(func(ctx context.Context) (*handlers, error) {
+		opts, err := open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return newHandlers(opts)
+	}, func(*handlers) error { return nil }) // the stores live as long as the process, as with New
+	s := newServer(version)
+	if err := addReadTools(s, lazy.Get); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newHandlers(opts Options) (*handlers, error) {
 	if opts.Engine == nil || opts.Blobs == nil || opts.Guard == nil {
 		return nil, errors.New("mail server: engine, blob store and path guard are required")
 	}
@@ -60,34 +98,55 @@ func New(opts Options) (*mcp.Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	version := opts.Version
+	return &handlers{Options: opts}, nil
+}
+
+func newServer(version string) *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "steward-mail", Version: version}, &mcp.ServerOptions{
+	return mcp.NewServer(&mcp.Implementation{Name: "steward-mail", Version: version}, &mcp.ServerOptions{
 		Instructions: "Search and read the user's mirrored mail. search_mail returns compact summaries (at most 12); " +
 			"read_message and read_thread return bodies in pages with continuation offsets.",
 	})
-	h := &handlers{Options: opts}
-	d := readTools()
-	mcp.AddTool(s, d["search_mail"], h.search)
-	mcp.AddTool(s, d["read_message"], h.read)
-	mcp.AddTool(s, d["read_thread"], h.thread)
-	mcp.AddTool(s, d["list_mailboxes"], h.mailboxes)
-	mcp.AddTool(s, d["save_attachment"], h.save)
-	mcp.AddTool(s, d["open_in_mail"], h.open)
-	if opts.Sender != nil {
-		addWriteTools(s, opts.Sender)
-	}
-	if err := mcp.AddReceivingCustomMethod(s, "steward/prepareSearch", h.prepare); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
-// readTools declares the tools served without a Sender, by name: New serves
-// them, and NewUnavailable serves the same declarations (annotations
-// included, which the host's policy reads) with a handler that explains.
+// addReadTools serves the read tools and steward/prepareSearch from the
+// handlers get returns on each call.
+func addReadTools(s *mcp.Server, get func(context.Context) (*handlers, error)) error {
+	d := readTools()
+	mcp.AddTool(s, d["search_mail"], deferTo(get, (*handlers).search))
+	mcp.AddTool(s, d["read_message"], deferTo(get, (*handlers).read))
+	mcp.AddTool(s, d["read_thread"], deferTo(get, (*handlers).thread))
+	mcp.AddTool(s, d["list_mailboxes"], deferTo(get, (*handlers).mailboxes))
+	mcp.AddTool(s, d["save_attachment"], deferTo(get, (*handlers).save))
+	mcp.AddTool(s, d["open_in_mail"], deferTo(get, (*handlers).open))
+	return mcp.AddReceivingCustomMethod(s, "steward/prepareSearch", func(ctx context.Context, ss *mcp.ServerSession, p *PrepareParams) (*PrepareResult, error) {
+		h, err := get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return h.prepare(ctx, ss, p)
+	})
+}
+
+// deferTo adapts a handler method to a tool handler that gets its handlers
+// from get on every call; get's error is the tool's error result.
+func deferTo[In, Out any](get func(context.Context) (*handlers, error),
+	m func(*handlers, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		h, err := get(ctx)
+		if err != nil {
+			var zero Out
+			return nil, zero, err
+		}
+		return m(h, ctx, req, in)
+	}
+}
+
+// readTools declares the tools served without a Sender, by name: New and
+// NewDeferred serve the same declarations (annotations included, which the
+// host's policy reads).
 func readTools() map[string]*mcp.Tool {
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolPtr(false)}
 	local := &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}
@@ -335,19 +394,4 @@ func (h *handlers) prepare(ctx context.Context, _ *mcp.ServerSession, _ *Prepare
 	}
 	h.Log.Info("mail search prepared", "vectors", st.Vectors, "duration", st.Duration)
 	return &PrepareResult{PrepareStats: st}, nil
-}
-
-// NewUnavailable returns a server with the same tools that all answer with
-// reason, for a connector started before mail is configured: the agent can
-// then tell the user what to do instead of missing the tools.
-func NewUnavailable(reason, version string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "steward-mail", Version: version}, nil)
-	fail := func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
-		return nil, nil, errors.New(reason)
-	}
-	for _, t := range readTools() {
-		t.Description = "Mail is not available: " + reason
-		mcp.AddTool(s, t, fail)
-	}
-	return s
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -279,7 +280,13 @@ func TestPrepareSearchMethod(t *testing.T) {
 
 func TestUnavailableServerExplains(t *testing.T) {
 	ctx := context.Background()
-	cs := mcptooltest.Connect(t, NewUnavailable("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml", "test"))
+	srv, err := NewDeferred(func(context.Context) (Options, error) {
+		return Options{}, errors.New("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml")
+	}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := mcptooltest.Connect(t, srv)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_mail", Arguments: map[string]any{"query": "x"}})
 	if err != nil {
 		t.Fatal(err)
