@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentstack/agentstack/saivage/cards"
+	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/project"
 )
 
@@ -168,6 +171,75 @@ func TestRepairDiscard(t *testing.T) {
 		t.Error(err)
 	} else if cur, err := p.Cards.Records().Current(ref); err != nil || cur.Content == "b" {
 		t.Errorf("placeholder brief = %+v %v (the old content must not come back)", cur, err)
+	}
+	if code, out, _ := runCLI(t, vars, "repair"); code != 0 || !strings.Contains(out, "nothing to repair") {
+		t.Errorf("second repair = %d %q", code, out)
+	}
+}
+
+// TestRepairTruncatesTheRestoredIndexTornTail: a session index restored
+// from its previous selector makes an older segment current again; the
+// report names that segment's torn tail before any effect, and --yes
+// publishes the index first, then cuts exactly that tail.
+func TestRepairTruncatesTheRestoredIndexTornTail(t *testing.T) {
+	vars, _ := repairProject(t)
+	ctx := context.Background()
+	p, err := project.Open(ctx, project.Options{Root: vars["SAIVAGE_ROOT"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	analyst := p.Workflows.Analyst()
+	dir := filepath.Join(p.StateDir, "agents", analyst)
+	session := conversations.SessionID(analyst, "")
+	row := func(id string) conversations.Row {
+		return conversations.Row{ID: id, Kind: "user", Content: json.RawMessage(`"hello"`)}
+	}
+	// Segment 1, then a compaction (segment 2): index.prev.json selects [1].
+	if err := p.Sessions.Append(dir, session, []conversations.Row{row("u1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Sessions.Compact(dir, session, []conversations.Row{{ID: "s1", Kind: "summary", Content: json.RawMessage(`"earlier"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	seg1 := filepath.Join(dir, "versions", "1.jsonl")
+	whole, _ := os.ReadFile(seg1)
+	torn := `{"v":2,"rows":[{"id":"u2","ki`
+	if err := os.WriteFile(seg1, append(slices.Clone(whole), torn...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "index.json"), []byte("{garbage"), 0o644)
+
+	code, out, errs := runCLI(t, vars, "repair")
+	want := fmt.Sprintf("then truncate the torn tail of .saivage/agents/%s/versions/1.jsonl (%d bytes)", analyst, len(torn))
+	if code != 1 || !strings.Contains(out, "restore .saivage/agents/"+analyst+"/index.json") || !strings.Contains(out, want) {
+		t.Fatalf("report = %d %q %q, want %q", code, out, errs, want)
+	}
+	if b, _ := os.ReadFile(seg1); len(b) != len(whole)+len(torn) {
+		t.Fatal("the report changed the segment")
+	}
+	// The tail grew between the inspection and the effect: refused, and
+	// the index is not published.
+	rep, err := project.InspectRepair(ctx, project.Options{Root: vars["SAIVAGE_ROOT"]})
+	if err != nil || len(rep.Candidates) != 1 || rep.Candidates[0].TornTail == nil {
+		t.Fatalf("inspection = %+v, %v", rep, err)
+	}
+	os.WriteFile(seg1, append(slices.Clone(whole), torn+"nd"...), 0o644)
+	if err := project.Repair(ctx, project.Options{Root: vars["SAIVAGE_ROOT"]}, rep, false); err == nil || !strings.Contains(err.Error(), "changed since the inspection") {
+		t.Fatalf("repair after the tail changed = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "index.json")); string(b) != "{garbage" {
+		t.Fatal("a refused repair published the index")
+	}
+	os.WriteFile(seg1, append(slices.Clone(whole), torn...), 0o644)
+	if code, out, errs := runCLI(t, vars, "repair", "--yes"); code != 0 || !strings.Contains(out, "repaired") {
+		t.Fatalf("repair --yes = %d %q %q", code, out, errs)
+	}
+	if b, _ := os.ReadFile(seg1); string(b) != string(whole) {
+		t.Errorf("segment 1 after repair has %d bytes, want exactly the %d complete ones", len(b), len(whole))
+	}
+	idx, err := p.Sessions.ReadIndex(dir, session)
+	if err != nil || len(idx.Segments) != 1 {
+		t.Errorf("restored index = %+v, %v", idx, err)
 	}
 	if code, out, _ := runCLI(t, vars, "repair"); code != 0 || !strings.Contains(out, "nothing to repair") {
 		t.Errorf("second repair = %d %q", code, out)

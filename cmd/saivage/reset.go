@@ -131,6 +131,9 @@ This loses the card's work, so it needs --discard besides --yes.`,
 				}
 				for _, c := range rep.Candidates {
 					fmt.Fprintf(e.stdout, "restore .saivage/%s from its previous selector\n  because: %s\n", c.Selector, c.Problem)
+					if c.TornTail != nil {
+						fmt.Fprintf(e.stdout, "  then truncate the torn tail of .saivage/%s (%d bytes), the segment it makes current again\n", c.TornTail.Segment, c.TornTail.Bytes)
+					}
 				}
 				for _, d := range rep.Discards {
 					fmt.Fprintf(e.stdout, "discard card %s (%s under %s): move %s to .saivage/%s/ and publish a FAILED placeholder\n  because: %s\n",

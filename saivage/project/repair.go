@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentstack/agentstack/saivage/cards"
 	"github.com/agentstack/agentstack/saivage/config"
+	"github.com/agentstack/agentstack/saivage/conversations"
 	"github.com/agentstack/agentstack/saivage/lock"
 	"github.com/agentstack/agentstack/saivage/state"
 )
@@ -27,8 +30,20 @@ type RepairCandidate struct {
 	Problem string `json:"problem"`
 	// CurrentMissing says the current selector is absent.
 	CurrentMissing bool `json:"current_missing,omitempty"`
-	prevSum        [32]byte
-	curSum         [32]byte
+	// TornTail is the torn tail of the segment a restored session index
+	// makes current again: truncated right after the index is published.
+	TornTail *TailCut `json:"torn_tail,omitempty"`
+	prevSum  [32]byte
+	curSum   [32]byte
+}
+
+// TailCut is a torn (incomplete) tail of a current stream that repair
+// reports before any effect and truncates as part of a restoration.
+type TailCut struct {
+	// Segment is the stream's path relative to .saivage.
+	Segment string `json:"segment"`
+	// Bytes is the length of the torn tail.
+	Bytes int `json:"bytes"`
 }
 
 // RepairDiscard is the separate discard repair proposes for a non-root
@@ -130,6 +145,10 @@ func InspectRepair(ctx context.Context, opts Options) (RepairReport, error) {
 		// The same damage must be gone, or the candidate does not cure it.
 		if _, err2 := Open(ctx, sbOpts); err2 != nil && strings.ReplaceAll(err2.Error(), sbState, stateDir) == problem {
 			rep.Unrepaired = problem + " (the previous selector " + state.PrevName(cand.Selector) + " does not cure it)"
+			return rep, nil
+		}
+		if cand.TornTail, err = currentTail(opts.Publisher, sbState, cand.Selector, state.TailIgnore, nil); err != nil {
+			rep.Unrepaired = problem + " (the restored index's current segment is unreadable: " + strings.ReplaceAll(err.Error(), sbState, stateDir) + ")"
 			return rep, nil
 		}
 		rep.Candidates = append(rep.Candidates, cand)
@@ -290,8 +309,21 @@ func Repair(ctx context.Context, opts Options, rep RepairReport, discard bool) e
 		if sha256.Sum256(pb) != c.prevSum || sha256.Sum256(cb) != c.curSum {
 			return fmt.Errorf("repair %s: the selector changed since the inspection; nothing more was changed, inspect again", c.Selector)
 		}
+		if c.TornTail != nil {
+			// The index is published first, then its now-current
+			// segment loses exactly the reported torn tail.
+			seen, err := currentTail(opts.Publisher, stateDir, c.Selector, state.TailIgnore, pb)
+			if err != nil || seen == nil || *seen != *c.TornTail {
+				return fmt.Errorf("repair %s: the torn tail of its current segment changed since the inspection (%v); nothing more was changed, inspect again", c.Selector, err)
+			}
+		}
 		if err := opts.Publisher.Replace(cur, pb); err != nil {
 			return fmt.Errorf("repair %s: %w", c.Selector, err)
+		}
+		if c.TornTail != nil {
+			if _, err := currentTail(opts.Publisher, stateDir, c.Selector, state.TailTruncate, nil); err != nil {
+				return fmt.Errorf("repair %s: truncate the torn tail of .saivage/%s: %w", c.Selector, c.TornTail.Segment, err)
+			}
 		}
 	}
 	var attic string
@@ -326,6 +358,37 @@ func Repair(ctx context.Context, opts Options, rep RepairReport, discard bool) e
 		discarded = append(discarded, d.Card)
 	}
 	return p.LogEvent("project_repaired", map[string]any{"author": "operator", "restored": len(rep.Candidates), "discarded": discarded, "attic": attic})
+}
+
+// currentTail returns the torn tail of the current segment a session index
+// selects (nil: the selector is not a session index, or no tail is torn).
+// index is the index's bytes (nil: read the selector); tail is how the
+// segment is read: TailIgnore only looks, TailTruncate cuts the tail.
+func currentTail(pub *state.Publisher, stateDir, selector string, tail state.TailPolicy, index []byte) (*TailCut, error) {
+	if filepath.Base(selector) != "index.json" {
+		return nil, nil
+	}
+	dir := filepath.Join(stateDir, filepath.Dir(selector))
+	if index == nil {
+		var err error
+		if index, err = os.ReadFile(filepath.Join(dir, "index.json")); err != nil {
+			return nil, err
+		}
+	}
+	var idx conversations.Index
+	if err := json.Unmarshal(index, &idx); err != nil || idx.Session == "" || len(idx.Segments) == 0 {
+		return nil, nil // not a session index, or no segment yet
+	}
+	seg := filepath.Join(dir, "versions", strconv.Itoa(idx.Segments[len(idx.Segments)-1].N)+".jsonl")
+	res, err := pub.ReadJSONL(seg, state.ReadOptions{Versions: []int{conversations.SegmentFormat}, Tail: tail})
+	if err != nil {
+		return nil, err
+	}
+	if res.Truncated == 0 {
+		return nil, nil
+	}
+	rel, _ := filepath.Rel(stateDir, seg)
+	return &TailCut{Segment: rel, Bytes: res.Truncated}, nil
 }
 
 // copyState copies .saivage without work/ and locks/ for inspection.
