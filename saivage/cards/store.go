@@ -383,20 +383,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Card, error) {
 	}
 	// Establish the namespace, records and sessions before the first head.
 	dir := s.CardDir(id)
-	for _, sub := range []string{"history", "mailbox", "records", "conversations"} {
-		if err := s.pub.Mkdir(filepath.Join(dir, sub), true); err != nil {
-			return Card{}, err
-		}
-	}
-	for _, r := range tbl.Records() {
-		if _, err := s.records.Initialize(records.Ref{CardDir: dir, Card: id, Name: r.Name}, r.Initial); err != nil {
-			return Card{}, err
-		}
-	}
-	for _, agent := range tbl.SessionAgents() {
-		if err := s.sessions.Establish(s.SessionDir(id, agent), conversations.SessionID(agent, id)); err != nil {
-			return Card{}, err
-		}
+	if err := s.establish(dir, id, tbl); err != nil {
+		return Card{}, err
 	}
 	var facts *SourceFacts
 	if in.Commission != nil {
@@ -436,6 +424,27 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Card, error) {
 
 // claim allocates the next identifier under parent by exclusive mkdir,
 // starting at segment a every time; only EEXIST advances.
+// establish prepares a new card's namespace, records and sessions before
+// its first head is published.
+func (s *Store) establish(dir, id string, tbl *workflow.Table) error {
+	for _, sub := range []string{"history", "mailbox", "records", "conversations"} {
+		if err := s.pub.Mkdir(filepath.Join(dir, sub), true); err != nil {
+			return err
+		}
+	}
+	for _, r := range tbl.Records() {
+		if _, err := s.records.Initialize(records.Ref{CardDir: dir, Card: id, Name: r.Name}, r.Initial); err != nil {
+			return err
+		}
+	}
+	for _, agent := range tbl.SessionAgents() {
+		if err := s.sessions.Establish(s.SessionDir(id, agent), conversations.SessionID(agent, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Store) claim(parent string) (string, error) {
 	if parent == "" {
 		if err := s.pub.Mkdir(s.dir, false); err != nil {
@@ -564,20 +573,8 @@ func (s *Store) PublishRepairPlaceholder(id, parent, typ string) (Card, error) {
 			return Card{}, fmt.Errorf("repair placeholder %s: %s is still present (%v)", id, r, err)
 		}
 	}
-	for _, sub := range []string{"history", "mailbox", "records", "conversations"} {
-		if err := s.pub.Mkdir(filepath.Join(dir, sub), true); err != nil {
-			return Card{}, err
-		}
-	}
-	for _, r := range tbl.Records() {
-		if _, err := s.records.Initialize(records.Ref{CardDir: dir, Card: id, Name: r.Name}, r.Initial); err != nil {
-			return Card{}, err
-		}
-	}
-	for _, agent := range tbl.SessionAgents() {
-		if err := s.sessions.Establish(s.SessionDir(id, agent), conversations.SessionID(agent, id)); err != nil {
-			return Card{}, err
-		}
+	if err := s.establish(dir, id, tbl); err != nil {
+		return Card{}, err
 	}
 	now := s.now().UTC()
 	c := Card{Format: CardFormat, Kind: KindOrdinary, ID: id, Type: typ, Parent: parent, Depth: DepthOf(id),
