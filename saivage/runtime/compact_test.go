@@ -106,7 +106,7 @@ func rejectionScript(e *env, rest ...llmtest.Reply) {
 	e.script.Add("planner@project", append([]llmtest.Reply{
 		call("write", map[string]any{"path": "notes.txt", "content": big}),
 		call("read", map[string]any{"path": "notes.txt"}),
-		{Status: 400, ErrorMessage: "context_length_exceeded: too many tokens"},
+		{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
 	}, rest...)...)
 }
 
@@ -148,7 +148,7 @@ func TestSummaryPolicyRefusalDeclaresOmission(t *testing.T) {
 		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
 		emit("done", "ok", map[string]any{"verdict": "complete"}),
 	)
-	e.script.Add("summary", llmtest.Reply{Status: 400, ErrorMessage: "content_policy_violation: refused"}, text("never asked"))
+	e.script.Add("summary", llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"}, text("never asked"))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
@@ -177,7 +177,7 @@ func TestSummaryPolicyRefusalDeclaresOmission(t *testing.T) {
 func TestSummaryFailureBlocksCompaction(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	rejectionScript(e)
-	e.script.Add("summary", llmtest.Reply{Status: 400, ErrorMessage: "invalid_request: unsupported parameter"})
+	e.script.Add("summary", llmtest.Reply{Status: 400, ErrorCode: "invalid_request", ErrorMessage: "unsupported parameter"})
 	sum := runToEnd(t, e)
 	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "compaction-summary-blocked") {
 		t.Fatalf("run = %+v", sum)
