@@ -167,24 +167,25 @@ func (r Rules) validate() error {
 }
 
 // Decide returns the decision for a tool: the user's exact rules, then the
-// built-in exact rules, then a registered connector's readOnlyHint (allow),
-// then deny prefixes, then the default gate.
+// user's deny prefixes, then the built-in exact rules, then a registered
+// connector's readOnlyHint (allow), then the default gate. The user's rules
+// win over every default (a deny prefix closes a whole namespace).
 func (p *Policy) Decide(tool string) Decision {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if d, ok := p.user[tool]; ok {
 		return d
 	}
+	for _, pre := range p.denyPrefixes {
+		if strings.HasPrefix(tool, pre) {
+			return Deny
+		}
+	}
 	if d, ok := p.builtin[tool]; ok {
 		return d
 	}
 	if p.trustedRead(tool) {
 		return Allow
-	}
-	for _, pre := range p.denyPrefixes {
-		if strings.HasPrefix(tool, pre) {
-			return Deny
-		}
 	}
 	return Gate
 }

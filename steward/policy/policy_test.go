@@ -104,7 +104,7 @@ func TestReadOnlyHintsFeedDefaults(t *testing.T) {
 		"mcp__notes__read_note":        policy.Gate, // an untrusted server's claim
 		"mcp__wiki__wiki_rescan":       policy.Gate,
 		"mcp__shell__run_write":        policy.Gate,
-		"mcp__calendar__search_events": policy.Allow, // as the built-in allow list was: before deny prefixes
+		"mcp__calendar__search_events": policy.Deny, // the user's deny prefix beats the connector's annotation
 	} {
 		if got := p.Decide(tool); got != want {
 			t.Errorf("Decide(%s) = %s, want %s", tool, got, want)
