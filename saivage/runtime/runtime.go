@@ -185,6 +185,9 @@ func New(opts Options) (*Runtime, error) {
 	rt := &Runtime{p: p, models: models, opts: opts, log: opts.Logger, redact: redact, status: StatusUninitialized, resume: make(chan struct{}), failed: make(chan struct{})}
 	rt.procs = tools.NewProcesses(tools.ProcessesOptions{CaptureDir: filepath.Join(p.StateDir, "work", "processes"), Environ: opts.Environ})
 	rt.mcp = tools.NewMCPServers(p.Config.MCPServers, rt.root(), opts.Logger)
+	if p.Config.GitOn() {
+		rt.mcp.Freeze()
+	}
 	if err := rt.mcp.EnableDefinitions(filepath.Join(p.StateDir, tools.MCPDefinitionsFile), p.Publisher); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ type MCPServers struct {
 	pub      *state.Publisher
 	dynamic  map[string]MCPDefinition
 	catalogs map[string]mcpCatalog
+	// frozen refuses every change to the server set (see Freeze).
+	frozen bool
 	// StartBudget replaces MCPStartBudget when positive (tests).
 	StartBudget time.Duration
 }

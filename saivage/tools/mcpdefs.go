@@ -69,9 +69,35 @@ type MCPServerInfo struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
+// ErrMCPFrozen is the refusal of a change to a frozen MCP server set.
+var ErrMCPFrozen = errors.New("the Git workflow is on (git_workflow.enabled: true), so the MCP server set is frozen: declare servers in config.yaml and restart")
+
+// Freeze puts the manager in frozen mode for the Git workflow: the server
+// set bound at startup is the whole capability surface, so register,
+// replace, unregister and loading persisted dynamic definitions are
+// refused. Listing, starting, stopping and calling existing servers are
+// unchanged. There is no way back: only a restart with the workflow off
+// unfreezes.
+func (m *MCPServers) Freeze() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.frozen = true
+}
+
+// refuseFrozen is the refusal of action on server name when frozen.
+func (m *MCPServers) refuseFrozen(action, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.frozen {
+		return fmt.Errorf("%s MCP server %q: %w", action, name, ErrMCPFrozen)
+	}
+	return nil
+}
+
 // EnableDefinitions loads the dynamic definitions at path (absent is
 // empty) and makes register/replace/unregister publish there through pub.
-// A dynamic name that shadows a config.yaml server fails.
+// A dynamic name that shadows a config.yaml server fails, and so does any
+// definition when the manager is frozen.
 func (m *MCPServers) EnableDefinitions(path string, pub *state.Publisher) error {
 	defs, err := readMCPDefinitions(path)
 	if err != nil {
@@ -79,6 +105,10 @@ func (m *MCPServers) EnableDefinitions(path string, pub *state.Publisher) error 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.frozen && len(defs) > 0 {
+		return fmt.Errorf("%s: %d dynamic MCP server(s) (%s) cannot be loaded: %w; remove them from the file or turn the workflow off",
+			path, len(defs), strings.Join(sortedNames(defs), ", "), ErrMCPFrozen)
+	}
 	for name, d := range defs {
 		if m.yaml[name] {
 			return fmt.Errorf("%s: server %q shadows the config.yaml server of the same name", path, name)
@@ -182,6 +212,9 @@ func (m *MCPServers) publishLocked(defs map[string]MCPDefinition) error {
 // Register adds a dynamic server. Its name must be new (config.yaml names
 // included); it is not started.
 func (m *MCPServers) Register(name string, d MCPDefinition) error {
+	if err := m.refuseFrozen("register", name); err != nil {
+		return err
+	}
 	if err := d.validate(name); err != nil {
 		return err
 	}
@@ -205,6 +238,9 @@ func (m *MCPServers) Register(name string, d MCPDefinition) error {
 // Replace publishes a new definition for a dynamic server, then retires the
 // running connection (joining its stop). It is not restarted.
 func (m *MCPServers) Replace(name string, d MCPDefinition) error {
+	if err := m.refuseFrozen("replace", name); err != nil {
+		return err
+	}
 	if err := d.validate(name); err != nil {
 		return err
 	}
@@ -228,6 +264,9 @@ func (m *MCPServers) Replace(name string, d MCPDefinition) error {
 // Unregister removes a dynamic server: the removal is published first, then
 // the connection is stopped.
 func (m *MCPServers) Unregister(name string) error {
+	if err := m.refuseFrozen("unregister", name); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	if _, ok := m.dynamic[name]; !ok {
 		m.mu.Unlock()

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,4 +165,104 @@ func FuzzParseMCPDefinitions(f *testing.F) {
 			t.Fatalf("round trip of %s: %v", b, err)
 		}
 	})
+}
+
+// TestMCPFrozenRefusesServerSetChanges: a frozen manager (Git workflow on)
+// refuses register, replace and unregister, through the tools as well, and
+// leaves the server list and mcp-servers.json unchanged; the same calls
+// succeed on a normal manager.
+func TestMCPFrozenRefusesServerSetChanges(t *testing.T) {
+	for _, frozen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "normal", true: "frozen"}[frozen], func(t *testing.T) {
+			f := newFixture(t, analyst())
+			defsPath := filepath.Join(f.env.StateDir, tools.MCPDefinitionsFile)
+			m := tools.NewMCPServers(map[string]config.MCPServer{"docs": {Transport: "http", URL: "http://127.0.0.1:1/mcp"}}, f.env.Root, nil)
+			t.Cleanup(m.Close)
+			if frozen {
+				m.Freeze()
+			}
+			if err := m.EnableDefinitions(defsPath, state.New(state.Options{})); err != nil {
+				t.Fatal(err)
+			}
+			f.env.MCP = m
+			def := tools.MCPDefinition{Transport: "http", URL: "http://127.0.0.1:2/mcp"}
+			names := func() string {
+				var out []string
+				for _, s := range m.Servers() {
+					out = append(out, s.Name+"/"+s.Source)
+				}
+				return strings.Join(out, ",")
+			}
+			if !frozen {
+				if err := m.Register("dyn", def); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Replace("dyn", def); err != nil {
+					t.Fatal(err)
+				}
+				if got := names(); got != "docs/config,dyn/dynamic" {
+					t.Errorf("servers = %s", got)
+				}
+				if err := m.Unregister("dyn"); err != nil {
+					t.Fatal(err)
+				}
+				if got := names(); got != "docs/config" {
+					t.Errorf("servers after unregister = %s", got)
+				}
+				return
+			}
+			for _, err := range []error{m.Register("dyn", def), m.Replace("docs", def), m.Unregister("docs")} {
+				if !errors.Is(err, tools.ErrMCPFrozen) || !strings.Contains(err.Error(), "git_workflow.enabled") {
+					t.Errorf("frozen change = %v", err)
+				}
+			}
+			f.fails("mcp_server_register", map[string]any{"name": "dyn", "transport": "http", "url": "http://127.0.0.1:2/mcp"}, "Git workflow is on")
+			f.fails("mcp_server_unregister", map[string]any{"name": "docs"}, "Git workflow is on")
+			if got := names(); got != "docs/config" {
+				t.Errorf("servers = %s", got)
+			}
+			if _, err := os.Stat(defsPath); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("mcp-servers.json was written: %v", err)
+			}
+			if out := f.ok("mcp_servers", map[string]any{}); !strings.Contains(out, `"docs"`) {
+				t.Errorf("mcp_servers = %s", out)
+			}
+		})
+	}
+}
+
+// TestMCPFrozenRefusesPersistedDefinitions: a frozen manager refuses to load
+// persisted dynamic definitions (naming the file and the Git workflow) and
+// accepts an empty file.
+func TestMCPFrozenRefusesPersistedDefinitions(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, tools.MCPDefinitionsFile)
+	frozen := func() *tools.MCPServers {
+		m := tools.NewMCPServers(nil, dir, nil)
+		t.Cleanup(m.Close)
+		m.Freeze()
+		return m
+	}
+	if err := os.WriteFile(path, []byte(`{"format_version":1,"servers":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := frozen().EnableDefinitions(path, state.New(state.Options{})); err != nil {
+		t.Errorf("empty definitions = %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"format_version":1,"servers":{"dyn":{"transport":"http","url":"http://127.0.0.1:2/mcp"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := frozen()
+	err := m.EnableDefinitions(path, state.New(state.Options{}))
+	if !errors.Is(err, tools.ErrMCPFrozen) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "(dyn)") {
+		t.Errorf("persisted definitions = %v", err)
+	}
+	if got := m.Servers(); len(got) != 0 {
+		t.Errorf("servers = %+v", got)
+	}
+	normal := tools.NewMCPServers(nil, dir, nil)
+	t.Cleanup(normal.Close)
+	if err := normal.EnableDefinitions(path, state.New(state.Options{})); err != nil || len(normal.Servers()) != 1 {
+		t.Errorf("normal load = %v, %+v", err, normal.Servers())
+	}
 }
