@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,5 +121,62 @@ func TestConversationImageReadsPublishedImage(t *testing.T) {
 	}
 	if code, _, _ := s.raw("GET", url, token, ""); code != 404 {
 		t.Errorf("changed image = %d", code)
+	}
+}
+
+// TestMCPFrozenRoutesUnderGitWorkflow: with the Git workflow on, the
+// register, replace and unregister routes answer 409 naming the workflow,
+// and the server list and mcp-servers.json are unchanged.
+func TestMCPFrozenRoutesUnderGitWorkflow(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is required (apt-get install git)")
+	}
+	s := startTemplate(t, "classic-git", gitCheckout(t), nil, func(_, cfg string) string { return cfg })
+	var before struct{ Servers []map[string]any }
+	s.get("/api/mcp/servers", &before)
+	if len(before.Servers) != 1 || before.Servers[0]["name"] != "docs" {
+		t.Fatalf("servers = %+v", before.Servers)
+	}
+	url := mcpServer(t)
+	for _, c := range []struct{ path, body string }{
+		{"/api/mcp/servers", fmt.Sprintf(`{"name":"dyn","transport":"http","url":%q}`, url)},
+		{"/api/mcp/servers/docs/replace", fmt.Sprintf(`{"transport":"http","url":%q}`, url)},
+		{"/api/mcp/servers/docs/unregister", ""},
+	} {
+		if code, m := s.do("POST", c.path, token, c.body); code != 409 || !strings.Contains(fmt.Sprint(m), "Git workflow is on") {
+			t.Errorf("POST %s = %d %v", c.path, code, m)
+		}
+	}
+	var after struct{ Servers []map[string]any }
+	s.get("/api/mcp/servers", &after)
+	if fmt.Sprint(after.Servers) != fmt.Sprint(before.Servers) {
+		t.Errorf("servers changed: %+v -> %+v", before.Servers, after.Servers)
+	}
+	if _, err := os.Stat(filepath.Join(s.app.Runtime.Project().StateDir, "mcp-servers.json")); !os.IsNotExist(err) {
+		t.Errorf("mcp-servers.json was written: %v", err)
+	}
+}
+
+// gitCheckout makes dir a clean checkout of main with one commit.
+func gitCheckout(t *testing.T) func(dir string) {
+	return func(dir string) {
+		for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"config", "user.name", "Test"}, {"config", "user.email", "test@example.com"}} {
+			runGit(t, dir, args...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# demo\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runGit(t, dir, "add", "-A")
+		runGit(t, dir, "commit", "-q", "-m", "initial")
+	}
+}
+
+func runGit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

@@ -60,9 +60,19 @@ func startWith(t *testing.T, env map[string]string, moreMCP string) *server {
 // block) rewritten by edit, which may also write files under dir.
 func startEdited(t *testing.T, env map[string]string, edit func(dir, cfg string) string) *server {
 	t.Helper()
+	return startTemplate(t, "", nil, env, edit)
+}
+
+// startTemplate is startEdited on a project made from template, after
+// prepare (when not nil) has run on the empty project directory.
+func startTemplate(t *testing.T, template string, prepare func(dir string), env map[string]string, edit func(dir, cfg string) string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: "Test the API."}); err != nil {
+	if prepare != nil {
+		prepare(dir)
+	}
+	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: "Test the API.", Template: template}); err != nil {
 		t.Fatal(err)
 	}
 	srv := llmtest.NewServer(t)
