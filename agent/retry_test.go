@@ -23,6 +23,7 @@ func TestClassify(t *testing.T) {
 		{"network failure", fmt.Errorf("post: %w", io.ErrUnexpectedEOF), nil, agent.ErrTransient},
 		{"truncated stream", llm.ErrStreamTruncated, nil, agent.ErrTransient},
 		{"stalled stream", fmt.Errorf("model call: %w", llm.ErrStreamStalled), nil, agent.ErrTransient},
+		{"call past its time limit", fmt.Errorf("model call: %w", llm.ErrCallTimeLimit), nil, agent.ErrTransient},
 		{"context code", &llm.APIError{Status: 400, Code: "context_length_exceeded"}, nil, agent.ErrContextLength},
 		{"content policy code", &llm.APIError{Status: 400, Code: "content_policy_violation"}, nil, agent.ErrContentPolicy},
 		{"content filter", &llm.APIError{Status: 200, Code: "content_filter"}, nil, agent.ErrContentPolicy},
