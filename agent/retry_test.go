@@ -23,6 +23,8 @@ func TestClassify(t *testing.T) {
 		{"network failure", fmt.Errorf("post: %w", io.ErrUnexpectedEOF), nil, agent.ErrTransient},
 		{"truncated stream", llm.ErrStreamTruncated, nil, agent.ErrTransient},
 		{"stalled stream", fmt.Errorf("model call: %w", llm.ErrStreamStalled), nil, agent.ErrTransient},
+		{"invalid encrypted content before output", &llm.APIError{Status: 400, Code: "invalid_encrypted_content"}, nil, agent.ErrOther},
+		{"invalid encrypted content in-band", &llm.APIError{Code: "invalid_encrypted_content"}, nil, agent.ErrOther},
 		{"call past its time limit", fmt.Errorf("model call: %w", llm.ErrCallTimeLimit), nil, agent.ErrTransient},
 		{"context code", &llm.APIError{Status: 400, Code: "context_length_exceeded"}, nil, agent.ErrContextLength},
 		{"content policy code", &llm.APIError{Status: 400, Code: "content_policy_violation"}, nil, agent.ErrContentPolicy},

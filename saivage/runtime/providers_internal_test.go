@@ -334,3 +334,34 @@ models:
 		t.Errorf("first account saw %+v", s)
 	}
 }
+
+// Encrypted reasoning the first account cannot verify ends the call there:
+// the next account is not tried, and the error says what to do.
+func TestInvalidEncryptedContentDoesNotFailOver(t *testing.T) {
+	first := newProvider(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"message":"The encrypted content gAAA==DQ could not be verified.","type":"invalid_request_error","code":"invalid_encrypted_content"}}`))
+	})
+	second := newProvider(t, chatOK)
+	m, err := bind(t, t.TempDir(), `providers:
+  p:
+    accounts:
+      a: {baseUrl: `+first.URL+`, apiKey: ka, priority: 2, capabilities: {transportProtocol: responses}}
+      b: {baseUrl: `+second.URL+`, apiKey: kb, priority: 1}
+models:
+  routes:
+    default: {candidates: [p/m]}
+`, ModelsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Code != llm.InvalidEncryptedContentCode || !strings.Contains(ae.Message, "start a new session") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(tr.Attempts) != 1 || tr.Attempts[0].Provider != "p:a" || len(second.seen()) != 0 {
+		t.Errorf("attempts = %+v, second account saw %d requests", tr.Attempts, len(second.seen()))
+	}
+}
