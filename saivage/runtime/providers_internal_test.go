@@ -365,3 +365,52 @@ models:
 		t.Errorf("attempts = %+v, second account saw %d requests", tr.Attempts, len(second.seen()))
 	}
 }
+
+// A 401 that the account's own refresh did not cure moves on to the next
+// account of the same candidate, but not to another candidate of the route.
+func TestUnauthorizedMovesToTheNextAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name, routes string
+		want         []string // providers of the attempts
+		ok           bool
+	}{
+		{name: "same candidate", routes: "[p/m]", want: []string{"p:a", "p:b"}, ok: true},
+		{name: "another candidate", routes: "[q/m, p/m]", want: []string{"q"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			denied := newProvider(t, status(401, "invalid_api_key"))
+			good := newProvider(t, chatOK)
+			m, err := bind(t, t.TempDir(), `providers:
+  q: {baseUrl: `+denied.URL+`, apiKey: kq, models: [m]}
+  p:
+    accounts:
+      a: {baseUrl: `+denied.URL+`, apiKey: ka, priority: 2, models: [m]}
+      b: {baseUrl: `+good.URL+`, apiKey: kb, priority: 1, models: [m]}
+models:
+  routes:
+    default: {candidates: `+tc.routes+`}
+`, ModelsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+			var got []string
+			for _, a := range tr.Attempts {
+				got = append(got, a.Provider)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("attempts = %v, want %v", got, tc.want)
+			}
+			if tc.ok {
+				if err != nil || resp.Choices[0].Message.Content != "fine" || tr.Attempts[0].Status != 401 {
+					t.Fatalf("resp %+v err %v attempts %+v", resp, err, tr.Attempts)
+				}
+				return
+			}
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 401 || len(good.seen()) != 0 {
+				t.Fatalf("err = %v; the other candidate's account saw %d requests", err, len(good.seen()))
+			}
+		})
+	}
+}
