@@ -311,18 +311,7 @@ func TestResponsesFailureBeforeOutputFailsOver(t *testing.T) {
 		w.Write(limited)
 	})
 	second := newProvider(t, chatOK)
-	m, err := bind(t, t.TempDir(), `providers:
-  p:
-    accounts:
-      a: {baseUrl: `+first.URL+`, apiKey: ka, priority: 2, capabilities: {transportProtocol: responses}}
-      b: {baseUrl: `+second.URL+`, apiKey: kb, priority: 1}
-models:
-  routes:
-    default: {candidates: [p/m]}
-`, ModelsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := bindTwoAccounts(t, first, second)
 	resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
 	if err != nil || resp.Choices[0].Message.Content != "fine" {
 		t.Fatalf("resp %+v err %v", resp, err)
@@ -344,18 +333,7 @@ func TestInvalidEncryptedContentDoesNotFailOver(t *testing.T) {
 		w.Write([]byte(`{"error":{"message":"The encrypted content gAAA==DQ could not be verified.","type":"invalid_request_error","code":"invalid_encrypted_content"}}`))
 	})
 	second := newProvider(t, chatOK)
-	m, err := bind(t, t.TempDir(), `providers:
-  p:
-    accounts:
-      a: {baseUrl: `+first.URL+`, apiKey: ka, priority: 2, capabilities: {transportProtocol: responses}}
-      b: {baseUrl: `+second.URL+`, apiKey: kb, priority: 1}
-models:
-  routes:
-    default: {candidates: [p/m]}
-`, ModelsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := bindTwoAccounts(t, first, second)
 	_, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
 	var ae *llm.APIError
 	if !errors.As(err, &ae) || ae.Code != llm.InvalidEncryptedContentCode || !strings.Contains(ae.Message, "start a new session") {
@@ -413,4 +391,23 @@ models:
 			}
 		})
 	}
+}
+
+// bindTwoAccounts binds one route candidate p/m served by two accounts:
+// first (priority, Responses protocol) then second (chat completions).
+func bindTwoAccounts(t *testing.T, first, second *provider) *Models {
+	t.Helper()
+	m, err := bind(t, t.TempDir(), `providers:
+  p:
+    accounts:
+      a: {baseUrl: `+first.URL+`, apiKey: ka, priority: 2, capabilities: {transportProtocol: responses}}
+      b: {baseUrl: `+second.URL+`, apiKey: kb, priority: 1}
+models:
+  routes:
+    default: {candidates: [p/m]}
+`, ModelsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
