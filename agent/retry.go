@@ -60,6 +60,9 @@ func Classify(err error, attemptStatuses ...int) ErrorClass {
 		return ErrContentPolicy
 	case "overloaded":
 		return ErrOverload
+	case "invalid_encrypted_content":
+		// Terminal even in-band: the same history fails the same way.
+		return ErrOther
 	}
 	if ae.Status == http.StatusBadGateway && len(attemptStatuses) > 0 {
 		overloaded := true

@@ -47,6 +47,11 @@ type Candidate struct {
 	// ContextWindow is the model's context in tokens (0: not declared).
 	// Clients size their conversations by it (ContextWindow).
 	ContextWindow int `yaml:"context_window,omitempty"`
+	// Group names candidates that are accounts of one logical candidate
+	// (set by Saivage, which binds one gateway provider per account): a 401
+	// that survived the account's own token refresh moves on to the next
+	// candidate only when it is of the same group.
+	Group string `yaml:"-"`
 }
 
 // ContextWindow returns the context, in tokens, that every candidate of the

@@ -37,6 +37,15 @@ type exchange struct {
 	start  time.Time
 	seq    int
 	fails  []string // one user-safe line per failed attempt
+	// authNext says the next target is another account of the current
+	// one's candidate (Candidate.Group), which a 401 moves on to.
+	authNext bool
+}
+
+// retryable reports whether a status from the current target moves the
+// request on to the next one.
+func (x *exchange) retryable(status int) bool {
+	return isRetryable(status) || (x.authNext && status == http.StatusUnauthorized)
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path string) {
@@ -98,10 +107,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
 	x := &exchange{g: g, w: w, ctx: ctx, path: path, fields: fields, rec: rec, start: start}
-	for _, t := range chain {
+	for i, t := range chain {
 		if ctx.Err() != nil {
 			break
 		}
+		x.authNext = t.group != "" && i+1 < len(chain) && chain[i+1].group == t.group
 		if t.keyEnv != "" && t.apiKey == "" {
 			x.attempt(t, rec.Stream, 0, OutcomeSkipped, 0, t.keyEnv+" is not set")
 			continue
@@ -222,7 +232,7 @@ func (x *exchange) tryOnce(t *target, clientStream bool) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	if isRetryable(resp.StatusCode) {
+	if x.retryable(resp.StatusCode) {
 		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode))
 		return false
 	}
@@ -300,7 +310,7 @@ func (x *exchange) tryStream(t *target) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	if isRetryable(resp.StatusCode) {
+	if x.retryable(resp.StatusCode) {
 		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode))
 		return false
 	}

@@ -17,6 +17,7 @@ type target struct {
 	keyEnv   string
 	headers  map[string]string
 	stream   bool
+	group    string // Candidate.Group
 	// identity collapses aliases: the same base URL, model, key and headers
 	// are one target however many provider names point at them.
 	identity string
@@ -55,7 +56,9 @@ func buildChains(cfg *Config, lookup func(string) (string, bool)) map[string][]*
 	own := map[string][]*target{}
 	for name, cands := range cfg.Models {
 		for _, c := range cands {
-			own[name] = append(own[name], newTarget(c.Provider, cfg.Providers[c.Provider], c.Model, lookup))
+			t := newTarget(c.Provider, cfg.Providers[c.Provider], c.Model, lookup)
+			t.group = c.Group
+			own[name] = append(own[name], t)
 		}
 	}
 	maxTier := 0

@@ -53,12 +53,28 @@ type ClientOptions struct {
 	// event before it fails with ErrStreamStalled; 0 means
 	// DefaultStreamInactivity.
 	StreamInactivity time.Duration
+	// CallTimeLimit bounds a chat call's whole time with the model, streamed
+	// or not, however steadily data arrives; past it the call fails with
+	// ErrCallTimeLimit. 0 means DefaultCallTimeLimit.
+	CallTimeLimit time.Duration
 }
 
 // DefaultStreamInactivity is the stream inactivity limit: the clock starts
 // before the request is sent, response headers do not renew it, and only
 // SSE data events (not comments or partial frames) do.
 const DefaultStreamInactivity = 120 * time.Second
+
+// DefaultCallTimeLimit is the absolute limit on one chat call, paired with
+// the inactivity limit: a model that keeps streaming (a generation loop, a
+// trickle of keep-alive data) is still cut off. Like the inactivity clock it
+// starts before the request is sent and does not count the caller's time
+// in onChunk.
+const DefaultCallTimeLimit = 900 * time.Second
+
+// ErrCallTimeLimit reports a chat call that ran past its absolute time
+// limit. Like ErrStreamStalled it is not an *APIError, so retry policies
+// treat it as transient.
+var ErrCallTimeLimit = errors.New("model call exceeded its time limit")
 
 // ErrStreamStalled reports a streamed call that received no data event
 // within its inactivity limit. It is not an *APIError, so retry policies
@@ -81,18 +97,87 @@ type Client struct {
 	key        string
 	client     *http.Client
 	inactivity time.Duration
+	limit      time.Duration
 }
 
 // NewClient returns a client for opts.BaseURL.
 func NewClient(opts ClientOptions) *Client {
-	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient, inactivity: opts.StreamInactivity}
+	c := &Client{base: strings.TrimRight(opts.BaseURL, "/"), key: opts.APIKey, client: opts.HTTPClient, inactivity: opts.StreamInactivity, limit: opts.CallTimeLimit}
 	if c.client == nil {
 		c.client = defaultHTTPClient
 	}
 	if c.inactivity <= 0 {
 		c.inactivity = DefaultStreamInactivity
 	}
+	if c.limit <= 0 {
+		c.limit = DefaultCallTimeLimit
+	}
 	return c
+}
+
+// callTimers are the limits on one chat call: the absolute limit and, for a
+// stream, the inactivity limit. Each cancels the call's context with its own
+// error as the cause. Both start before the request is sent; pause and
+// resume keep the caller's time out of them.
+type callTimers struct {
+	stalled, tooLong error
+	inactivity       time.Duration
+	idle, abs        *time.Timer // idle is nil for a non-streamed call
+	left             time.Duration
+	since            time.Time
+}
+
+func (c *Client) startTimers(ctx context.Context, stream bool) (context.Context, *callTimers, context.CancelCauseFunc) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	t := &callTimers{
+		tooLong: fmt.Errorf("%w: the model was still answering after %s", ErrCallTimeLimit, c.limit),
+		left:    c.limit, since: time.Now(),
+	}
+	t.abs = time.AfterFunc(c.limit, func() { cancel(t.tooLong) })
+	if stream {
+		t.inactivity = c.inactivity
+		t.stalled = fmt.Errorf("%w: no data from the model for %s", ErrStreamStalled, c.inactivity)
+		t.idle = time.AfterFunc(c.inactivity, func() { cancel(t.stalled) })
+	}
+	return sctx, t, cancel
+}
+
+// pause stops the clocks while the caller handles a chunk; it returns the
+// limit's error when one has already run out.
+func (t *callTimers) pause() error {
+	if t.idle != nil && !t.idle.Stop() {
+		return t.stalled
+	}
+	if !t.abs.Stop() {
+		return t.tooLong
+	}
+	t.left -= time.Since(t.since)
+	return nil
+}
+
+// resume restarts the clocks after a chunk: the inactivity limit afresh,
+// the absolute limit with what is left of it.
+func (t *callTimers) resume() {
+	t.since = time.Now()
+	t.abs.Reset(t.left)
+	if t.idle != nil {
+		t.idle.Reset(t.inactivity)
+	}
+}
+
+func (t *callTimers) stop() {
+	t.abs.Stop()
+	if t.idle != nil {
+		t.idle.Stop()
+	}
+}
+
+// cause returns the limit's error when a limit ended the call.
+func (t *callTimers) cause(sctx context.Context) error {
+	if c := context.Cause(sctx); c != nil && (c == t.stalled || c == t.tooLong) {
+		return c
+	}
+	return nil
 }
 
 func (c *Client) post(ctx context.Context, path string, body any, stream bool) (*http.Response, error) {
@@ -145,17 +230,27 @@ func ReadAPIError(resp *http.Response) error {
 	return e
 }
 
-// Chat sends a non-streamed completion request.
+// Chat sends a non-streamed completion request. The client's absolute time
+// limit ends it with ErrCallTimeLimit.
 func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
 	r := *req
 	r.Stream, r.StreamOptions = false, nil
-	resp, err := c.post(ctx, "/chat/completions", &r, false)
+	sctx, timers, cancel := c.startTimers(ctx, false)
+	defer cancel(nil)
+	defer timers.stop()
+	resp, err := c.post(sctx, "/chat/completions", &r, false)
 	if err != nil {
+		if lim := timers.cause(sctx); lim != nil {
+			return nil, lim
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	var out ChatResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxResponseBytes)).Decode(&out); err != nil {
+		if lim := timers.cause(sctx); lim != nil {
+			return nil, lim
+		}
 		return nil, fmt.Errorf("decode completion: %w", err)
 	}
 	if len(out.Choices) == 0 {
@@ -168,20 +263,19 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // chunk as it arrives (onChunk may be nil; an error from it stops the stream)
 // and returns the accumulated response. An in-band error event ends the
 // stream with an *APIError; no data event within the client's inactivity
-// limit ends it with ErrStreamStalled (and the partial response).
+// limit ends it with ErrStreamStalled, and a stream still running at the
+// absolute limit with ErrCallTimeLimit (both with the partial response).
 func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(StreamChunk) error) (*ChatResponse, error) {
 	r := *req
 	r.Stream, r.StreamOptions = true, &StreamOptions{IncludeUsage: true}
-	sctx, cancel := context.WithCancelCause(ctx)
+	// The clocks start before the request is sent; headers do not renew them.
+	sctx, timers, cancel := c.startTimers(ctx, true)
 	defer cancel(nil)
-	stalled := fmt.Errorf("%w: no data from the model for %s", ErrStreamStalled, c.inactivity)
-	// The clock starts before the request is sent; headers do not renew it.
-	timer := time.AfterFunc(c.inactivity, func() { cancel(stalled) })
-	defer timer.Stop()
+	defer timers.stop()
 	resp, err := c.post(sctx, "/chat/completions", &r, true)
 	if err != nil {
-		if context.Cause(sctx) == stalled {
-			return nil, stalled
+		if lim := timers.cause(sctx); lim != nil {
+			return nil, lim
 		}
 		return nil, err
 	}
@@ -191,10 +285,10 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 	err = ReadSSE(resp.Body, func(data []byte) error {
 		// Only a data event is progress; the time the caller spends in
 		// onChunk is not the model's.
-		if !timer.Stop() {
-			return stalled
+		if err := timers.pause(); err != nil {
+			return err
 		}
-		defer timer.Reset(c.inactivity)
+		defer timers.resume()
 		var chunk StreamChunk
 		if err := dec.decode(data, &chunk); err != nil {
 			return fmt.Errorf("decode stream chunk: %w", err)
@@ -213,8 +307,8 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 		if ctx.Err() != nil {
 			return acc.Response(), ctx.Err()
 		}
-		if context.Cause(sctx) == stalled {
-			return acc.Response(), stalled
+		if lim := timers.cause(sctx); lim != nil {
+			return acc.Response(), lim
 		}
 		return acc.Response(), err
 	}

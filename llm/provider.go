@@ -203,8 +203,12 @@ func (t *ProviderTransport) send(orig *http.Request, path string, body []byte, h
 		resp.Body.Close()
 		code, typ := errorFields(b)
 		t.fail(fr, resp.StatusCode, FailureCause(resp.StatusCode, code, typ), code)
+		if code == InvalidEncryptedContentCode {
+			b, _ = json.Marshal(ErrorResponse{Error: ErrorBody{Message: t.o.Name + ": " + invalidEncryptedMessage, Type: typ, Code: code}})
+		}
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		resp.ContentLength = int64(len(b))
+		resp.Header.Del("Content-Length")
 		resp.Header.Del("Content-Encoding")
 	}
 	return resp, nil
@@ -253,6 +257,26 @@ func (t *ProviderTransport) fail(fr FailedRequest, status int, cause, code strin
 	t.o.Failures.RecordFailure(fr)
 }
 
+// InvalidEncryptedContentCode is the provider's error code for encrypted
+// reasoning it could not verify. Sending the same history again fails the
+// same way, so the failure is terminal: not retried, no other account tried.
+const InvalidEncryptedContentCode = "invalid_encrypted_content"
+
+// invalidEncryptedMessage replaces the provider's message (which quotes part
+// of the encrypted content) with what the user can do.
+const invalidEncryptedMessage = "the provider rejected the encrypted reasoning replayed from earlier turns (" +
+	InvalidEncryptedContentCode + "); retrying would send the same history and fail again: " +
+	"start a new session, or compact this conversation, to continue"
+
+// explain gives a failure whose remedy is the user's a message saying what
+// to do.
+func explain(e *APIError) *APIError {
+	if e.Code == InvalidEncryptedContentCode {
+		e.Message = invalidEncryptedMessage
+	}
+	return e
+}
+
 // errorFields reads the structured code and type of an error body.
 func errorFields(b []byte) (code, typ string) {
 	var er ErrorResponse
@@ -268,7 +292,7 @@ func statusOf(e *APIError) int {
 	switch FailureCause(0, e.Code, e.Type) {
 	case "rate_limit":
 		return http.StatusTooManyRequests
-	case "context_length", "content_policy", "request":
+	case "context_length", "content_policy", "request", "invalid_encrypted_content":
 		return http.StatusBadRequest
 	case "overloaded":
 		return 529
@@ -397,6 +421,8 @@ func FailureCause(status int, code, typ string) string {
 		return "context_length"
 	case code == "content_policy_violation" || code == "content_filter":
 		return "content_policy"
+	case code == InvalidEncryptedContentCode:
+		return "invalid_encrypted_content"
 	case status == 529 || typ == "overloaded_error" || code == "server_is_overloaded":
 		return "overloaded"
 	case status == http.StatusTooManyRequests || code == "rate_limit_exceeded" || code == "insufficient_quota":

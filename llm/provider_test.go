@@ -448,3 +448,51 @@ func BenchmarkResponsesStream(b *testing.B) {
 		}
 	}
 }
+
+// Encrypted reasoning the provider cannot verify is a terminal failure,
+// answered with what to do instead of the provider's message (which quotes
+// the encrypted content): a 400 (so a gateway does not move on to another
+// account) before output, an in-band error after it.
+func TestInvalidEncryptedContentIsTerminal(t *testing.T) {
+	const quoted = "The encrypted content gAAAsecret==DQ could not be verified."
+	httpBody := `{"error":{"message":"` + quoted + `","type":"invalid_request_error","param":null,"code":"invalid_encrypted_content"}}`
+	failed := "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"r\",\"status\":\"failed\",\"output\":[],\"error\":{\"code\":\"invalid_encrypted_content\",\"message\":\"" + quoted + "\"}}}\n\n"
+	afterOutput := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"code\":\"invalid_encrypted_content\",\"message\":\"" + quoted + "\"}\n\n"
+	for _, tc := range []struct {
+		name   string
+		reply  wireReply
+		stream bool
+		status int
+	}{
+		{name: "HTTP 400", reply: wireReply{status: 400, ctype: "application/json", body: httpBody}, stream: true, status: 400},
+		{name: "response.failed before output", reply: wireReply{ctype: "text/event-stream", body: failed}, stream: true, status: 400},
+		{name: "error event after output", reply: wireReply{ctype: "text/event-stream", body: afterOutput}, stream: true},
+		{name: "codex, not streamed", reply: wireReply{ctype: "text/event-stream", body: failed}, status: 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newWireServer(t, tc.reply)
+			rec := &failures{}
+			c := providerClient(srv, llm.ProviderTransportOptions{Models: protocolModels(llm.ProtocolCodex, ""), Failures: rec})
+			var err error
+			if tc.stream {
+				_, err = c.ChatStream(context.Background(), weatherRequest(), nil)
+			} else {
+				_, err = c.Chat(context.Background(), weatherRequest())
+			}
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Code != llm.InvalidEncryptedContentCode || ae.Status != tc.status {
+				t.Fatalf("err = %#v, want code %s status %d", err, llm.InvalidEncryptedContentCode, tc.status)
+			}
+			if !strings.Contains(ae.Message, "start a new session") || strings.Contains(ae.Message, "gAAA") || !strings.HasPrefix(ae.Message, "openai:main: ") {
+				t.Errorf("message %q: want what to do, the provider name, and none of the encrypted content", ae.Message)
+			}
+			if llm.FailureCause(ae.Status, ae.Code, ae.Type) != "invalid_encrypted_content" {
+				t.Errorf("cause %q", llm.FailureCause(ae.Status, ae.Code, ae.Type))
+			}
+			if got := rec.all(); len(got) != 1 || got[0].Cause != "invalid_encrypted_content" {
+				t.Errorf("recorded failures = %+v", got)
+			}
+		})
+	}
+}

@@ -308,7 +308,7 @@ func (o *responsesObject) failure() *APIError {
 	if o.Error != nil {
 		e.Message, e.Code, e.Type = cmpString(o.Error.Message, e.Message), cmpString(o.Error.Code, e.Code), o.Error.Type
 	}
-	return e
+	return explain(e)
 }
 
 func cmpString(a, b string) string {
@@ -480,7 +480,7 @@ func (s *ResponsesStream) handle(e *responsesEvent, emit func(StreamChunk) error
 		}
 		return true, emit(s.chunk(Delta{}, e.Response.finishReason(s.sawCall), e.Response.Usage.usage()))
 	case "error":
-		return true, &APIError{Message: cmpString(e.Message, "provider stream error"), Code: e.Code}
+		return true, explain(&APIError{Message: cmpString(e.Message, "provider stream error"), Code: e.Code})
 	}
 	return false, nil
 }

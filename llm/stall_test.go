@@ -104,3 +104,60 @@ func TestChatStreamDataRenewsInactivity(t *testing.T) {
 		t.Fatalf("content %q", got)
 	}
 }
+
+// A model that keeps sending data is still cut off at the absolute limit,
+// streamed or not; the caller's own time in onChunk does not count.
+func TestCallTimeLimit(t *testing.T) {
+	const limit = time.Second
+	for _, tc := range []struct {
+		name    string
+		reply   llmtest.Reply
+		stream  bool
+		consume time.Duration // time onChunk takes per chunk
+		wantErr bool
+	}{
+		// 40 chunks 100 ms apart: data never pauses long enough to stall.
+		{name: "steady stream past the limit", reply: llmtest.Reply{Content: strings.Repeat("w ", 40), Chunks: 40, ChunkDelay: 100 * time.Millisecond}, stream: true, wantErr: true},
+		{name: "non-streamed answer past the limit", reply: llmtest.Reply{Content: "late", Delay: time.Minute}, wantErr: true},
+		// 4 chunks take about 0.2 s of model time but 2.4 s of the caller's.
+		{name: "slow consumer within the limit", reply: llmtest.Reply{Content: "a b c d ", Chunks: 4, ChunkDelay: 50 * time.Millisecond}, stream: true, consume: 600 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.NewServer(t)
+			srv.Enqueue("m", tc.reply)
+			c := llm.NewClient(llm.ClientOptions{BaseURL: srv.URL, CallTimeLimit: limit})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req := &llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "user", Content: "hi"}}}
+			var resp *llm.ChatResponse
+			var err error
+			if tc.stream {
+				resp, err = c.ChatStream(ctx, req, func(llm.StreamChunk) error { time.Sleep(tc.consume); return nil })
+			} else {
+				resp, err = c.Chat(ctx, req)
+			}
+			if !tc.wantErr {
+				if err != nil || resp.Choices[0].Message.Content != tc.reply.Content {
+					t.Fatalf("resp %+v, err %v; the caller's time counted against the limit", resp, err)
+				}
+				return
+			}
+			if !errors.Is(err, llm.ErrCallTimeLimit) || ctx.Err() != nil {
+				t.Fatalf("err = %v, want ErrCallTimeLimit", err)
+			}
+			if want := "model call exceeded its time limit: the model was still answering after 1s"; err.Error() != want {
+				t.Errorf("err = %q, want %q", err, want)
+			}
+			var ae *llm.APIError
+			if errors.As(err, &ae) || errors.Is(err, llm.ErrStreamStalled) {
+				t.Errorf("the time limit is reported as %v", err)
+			}
+			if tc.stream {
+				got := resp.Choices[0].Message.Content
+				if got == "" || got == tc.reply.Content {
+					t.Errorf("partial content %q: want a non-empty prefix", got)
+				}
+			}
+		})
+	}
+}

@@ -306,7 +306,7 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 					if _, ok := gcfg.Providers[gp]; !ok {
 						return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
 					}
-					gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: ep.Model})
+					gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: ep.Model, Group: c})
 					if b := budgetOf(capsFor(cfg, ep), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
 						rb.UsableInput, rb.Budget = b.UsableInput(), b
 					}
@@ -317,7 +317,7 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	}
 	if s := comp.SummarizerCandidate; s != nil {
 		for _, ep := range endpointsFor(cfg, config.Candidate{Provider: s.Provider, Account: s.Account, Model: s.Model}) {
-			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model})
+			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model, Group: "summarizer"})
 		}
 		m.summarizer = summarizerRoute
 	}

@@ -311,6 +311,92 @@ func TestResponsesFailureBeforeOutputFailsOver(t *testing.T) {
 		w.Write(limited)
 	})
 	second := newProvider(t, chatOK)
+	m := bindTwoAccounts(t, first, second)
+	resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+	if err != nil || resp.Choices[0].Message.Content != "fine" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	if len(tr.Attempts) != 2 || tr.Attempts[0].Status != 429 || tr.Attempts[0].Provider != "p:a" || tr.Attempts[1].Provider != "p:b" {
+		t.Errorf("attempts = %+v", tr.Attempts)
+	}
+	if s := first.seen(); len(s) != 1 || s[0].Path != "/responses" {
+		t.Errorf("first account saw %+v", s)
+	}
+}
+
+// Encrypted reasoning the first account cannot verify ends the call there:
+// the next account is not tried, and the error says what to do.
+func TestInvalidEncryptedContentDoesNotFailOver(t *testing.T) {
+	first := newProvider(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"message":"The encrypted content gAAA==DQ could not be verified.","type":"invalid_request_error","code":"invalid_encrypted_content"}}`))
+	})
+	second := newProvider(t, chatOK)
+	m := bindTwoAccounts(t, first, second)
+	_, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Code != llm.InvalidEncryptedContentCode || !strings.Contains(ae.Message, "start a new session") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(tr.Attempts) != 1 || tr.Attempts[0].Provider != "p:a" || len(second.seen()) != 0 {
+		t.Errorf("attempts = %+v, second account saw %d requests", tr.Attempts, len(second.seen()))
+	}
+}
+
+// A 401 that the account's own refresh did not cure moves on to the next
+// account of the same candidate, but not to another candidate of the route.
+func TestUnauthorizedMovesToTheNextAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name, routes string
+		want         []string // providers of the attempts
+		ok           bool
+	}{
+		{name: "same candidate", routes: "[p/m]", want: []string{"p:a", "p:b"}, ok: true},
+		{name: "another candidate", routes: "[q/m, p/m]", want: []string{"q"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			denied := newProvider(t, status(401, "invalid_api_key"))
+			good := newProvider(t, chatOK)
+			m, err := bind(t, t.TempDir(), `providers:
+  q: {baseUrl: `+denied.URL+`, apiKey: kq, models: [m]}
+  p:
+    accounts:
+      a: {baseUrl: `+denied.URL+`, apiKey: ka, priority: 2, models: [m]}
+      b: {baseUrl: `+good.URL+`, apiKey: kb, priority: 1, models: [m]}
+models:
+  routes:
+    default: {candidates: `+tc.routes+`}
+`, ModelsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+			var got []string
+			for _, a := range tr.Attempts {
+				got = append(got, a.Provider)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("attempts = %v, want %v", got, tc.want)
+			}
+			if tc.ok {
+				if err != nil || resp.Choices[0].Message.Content != "fine" || tr.Attempts[0].Status != 401 {
+					t.Fatalf("resp %+v err %v attempts %+v", resp, err, tr.Attempts)
+				}
+				return
+			}
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 401 || len(good.seen()) != 0 {
+				t.Fatalf("err = %v; the other candidate's account saw %d requests", err, len(good.seen()))
+			}
+		})
+	}
+}
+
+// bindTwoAccounts binds one route candidate p/m served by two accounts:
+// first (priority, Responses protocol) then second (chat completions).
+func bindTwoAccounts(t *testing.T, first, second *provider) *Models {
+	t.Helper()
 	m, err := bind(t, t.TempDir(), `providers:
   p:
     accounts:
@@ -323,14 +409,5 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, tr, err := m.router.Stream(context.Background(), &llm.ChatRequest{Model: routePrefix + "default", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
-	if err != nil || resp.Choices[0].Message.Content != "fine" {
-		t.Fatalf("resp %+v err %v", resp, err)
-	}
-	if len(tr.Attempts) != 2 || tr.Attempts[0].Status != 429 || tr.Attempts[0].Provider != "p:a" || tr.Attempts[1].Provider != "p:b" {
-		t.Errorf("attempts = %+v", tr.Attempts)
-	}
-	if s := first.seen(); len(s) != 1 || s[0].Path != "/responses" {
-		t.Errorf("first account saw %+v", s)
-	}
+	return m
 }
