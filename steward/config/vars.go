@@ -31,7 +31,6 @@ var Vars = []Var{
 	{Name: "HOST_TIER", Default: "tier-5", Purpose: "Public model name the agent uses."},
 	{Name: "DEEPSEEK_API_KEY", Purpose: "DeepSeek key for the default paid tiers.", Secret: true},
 	{Name: "MODEL_API_KEY", Purpose: "Key of the provider chosen with `steward setup` or the first-run screen (gateway.yaml names it).", Secret: true},
-	{Name: "OPENAI_API_KEY", Purpose: "Key for an OpenAI provider named in gateway.yaml.", Secret: true},
 	{Name: "APPROVAL_TIMEOUT_MS", Default: "300000", Purpose: "How long a gated action waits for approval before it is denied."},
 	{Name: "MAIL_CONFIG", Default: "$STEWARD_HOME/mail.yaml", Purpose: "Mail accounts."},
 	{Name: "MAIL_EMBED_ENDPOINT", Default: "gateway", Purpose: "Mail embedding endpoint; off disables."},

@@ -9,8 +9,12 @@ import (
 // Job is one periodic background job: a command line of the steward binary
 // run as a child process.
 type Job struct {
-	// Name is the job's name in logs, settings (SCHED_<NAME>_MIN) and status.
+	// Name is the job's name in logs and status.
 	Name string
+	// Setting is the setting overriding the interval in minutes
+	// (SCHED_<NAME>_MIN); its _SEC, _TIMEOUT_MIN and _TIMEOUT_SEC siblings
+	// share its stem.
+	Setting string
 	// Args are the arguments given to the steward binary, e.g.
 	// ["mail", "reconcile", "--json"]. The job's --json summary on stdout
 	// becomes the summary counts of its log line.
@@ -30,33 +34,33 @@ type Job struct {
 // and runs them as soon as it does.
 func DefaultJobs() []Job {
 	return []Job{
-		{Name: "mail-reconcile", Args: []string{"mail", "reconcile", "--json"}, Interval: 10 * time.Minute, Timeout: 30 * time.Minute,
+		{Name: "mail-reconcile", Setting: "SCHED_MAIL_RECONCILE_MIN", Args: []string{"mail", "reconcile", "--json"}, Interval: 10 * time.Minute, Timeout: 30 * time.Minute,
 			Summary: "ingest new, changed and removed mail files into the mirror"},
-		{Name: "mail-embed", Args: []string{"mail", "embed", "--json"}, Interval: 15 * time.Minute, Timeout: 60 * time.Minute,
+		{Name: "mail-embed", Setting: "SCHED_MAIL_EMBED_MIN", Args: []string{"mail", "embed", "--json"}, Interval: 15 * time.Minute, Timeout: 60 * time.Minute,
 			Summary: "embed mirrored mail that has no vector yet"},
-		{Name: "calendar-sync", Args: []string{"calendar", "sync", "--json"}, Interval: 10 * time.Minute, Timeout: 15 * time.Minute,
+		{Name: "calendar-sync", Setting: "SCHED_CALENDAR_SYNC_MIN", Args: []string{"calendar", "sync", "--json"}, Interval: 10 * time.Minute, Timeout: 15 * time.Minute,
 			Summary: "update the calendar index from its sources"},
-		{Name: "contacts-index", Args: []string{"contacts", "index", "--json"}, Interval: 60 * time.Minute, Timeout: 15 * time.Minute,
+		{Name: "contacts-index", Setting: "SCHED_CONTACTS_INDEX_MIN", Args: []string{"contacts", "index", "--json"}, Interval: 60 * time.Minute, Timeout: 15 * time.Minute,
 			Summary: "update the contacts index from its sources"},
-		{Name: "write-ops-mail", Args: []string{"writeops", "confirm-mail", "--json"}, Interval: 10 * time.Minute, Timeout: 10 * time.Minute,
+		{Name: "write-ops-mail", Setting: "SCHED_WRITE_OPS_MAIL_MIN", Args: []string{"writeops", "confirm-mail", "--json"}, Interval: 10 * time.Minute, Timeout: 10 * time.Minute,
 			Summary: "confirm mail writes against the mirror"},
-		{Name: "write-ops-calendar", Args: []string{"writeops", "confirm-calendar", "--json"}, Interval: 10 * time.Minute, Timeout: 10 * time.Minute,
+		{Name: "write-ops-calendar", Setting: "SCHED_WRITE_OPS_CALENDAR_MIN", Args: []string{"writeops", "confirm-calendar", "--json"}, Interval: 10 * time.Minute, Timeout: 10 * time.Minute,
 			Summary: "confirm calendar writes against the index"},
-		{Name: "write-ops-send-due", Args: []string{"writeops", "send-due", "--json"}, Interval: 2 * time.Minute, Timeout: 5 * time.Minute,
+		{Name: "write-ops-send-due", Setting: "SCHED_WRITE_OPS_SEND_DUE_MIN", Args: []string{"writeops", "send-due", "--json"}, Interval: 2 * time.Minute, Timeout: 5 * time.Minute,
 			Summary: "send scheduled mail whose time has come"},
-		{Name: "mail-distill", Args: []string{"mail", "promote", "--json"}, Interval: 15 * time.Minute, Timeout: 60 * time.Minute,
+		{Name: "mail-distill", Setting: "SCHED_MAIL_DISTILL_MIN", Args: []string{"mail", "promote", "--json"}, Interval: 15 * time.Minute, Timeout: 60 * time.Minute,
 			Summary: "promote durable knowledge from new mail threads into the wiki"},
-		{Name: "action-center", Args: []string{"actions", "scan", "--json"}, Interval: 10 * time.Minute, Timeout: 30 * time.Minute,
+		{Name: "action-center", Setting: "SCHED_ACTION_CENTER_MIN", Args: []string{"actions", "scan", "--json"}, Interval: 10 * time.Minute, Timeout: 30 * time.Minute,
 			Summary: "scan mail into Action Center items"},
-		{Name: "backup", Args: []string{"backup", "scheduled", "--json"}, Interval: 24 * time.Hour, Timeout: 2 * time.Hour,
+		{Name: "backup", Setting: "SCHED_BACKUP_MIN", Args: []string{"backup", "scheduled", "--json"}, Interval: 24 * time.Hour, Timeout: 2 * time.Hour,
 			Summary: "operational backup into STEWARD_BACKUP_DIR, keeping the newest STEWARD_BACKUP_KEEP (not configured without the folder)"},
 	}
 }
 
-// SettingName returns the setting that overrides a job's value: the
-// interval in minutes for suffix "MIN", e.g. SCHED_MAIL_RECONCILE_MIN.
-func SettingName(job, suffix string) string {
-	return "SCHED_" + strings.ToUpper(strings.ReplaceAll(job, "-", "_")) + "_" + suffix
+// SettingName returns the setting of a job's value for suffix: "MIN" (the
+// interval, the job's Setting), "SEC", "TIMEOUT_MIN" or "TIMEOUT_SEC".
+func (j Job) SettingName(suffix string) string {
+	return strings.TrimSuffix(j.Setting, "MIN") + suffix
 }
 
 // Settings reads validated values; steward/config.Config satisfies it.
@@ -77,10 +81,10 @@ func Configure(jobs []Job, s Settings, names []string) ([]Job, error) {
 	known := map[string]bool{"STEWARD_SCHEDULER": true}
 	for i, j := range jobs {
 		for _, suffix := range []string{"MIN", "SEC", "TIMEOUT_MIN", "TIMEOUT_SEC"} {
-			known[SettingName(j.Name, suffix)] = true
+			known[j.SettingName(suffix)] = true
 		}
-		j.Interval = minutesOrSeconds(s, j.Name, "", j.Interval)
-		j.Timeout = minutesOrSeconds(s, j.Name, "TIMEOUT_", j.Timeout)
+		j.Interval = minutesOrSeconds(s, j, "", j.Interval)
+		j.Timeout = minutesOrSeconds(s, j, "TIMEOUT_", j.Timeout)
 		out[i] = j
 	}
 	var unknown []string
@@ -100,9 +104,9 @@ func Configure(jobs []Job, s Settings, names []string) ([]Job, error) {
 	return out, nil
 }
 
-func minutesOrSeconds(s Settings, job, prefix string, def time.Duration) time.Duration {
-	if v, ok := s.Lookup(SettingName(job, prefix+"SEC")); ok && strings.TrimSpace(v) != "" {
-		return time.Duration(s.Int(SettingName(job, prefix+"SEC"), int64(def/time.Second), 1, 86400)) * time.Second
+func minutesOrSeconds(s Settings, job Job, prefix string, def time.Duration) time.Duration {
+	if v, ok := s.Lookup(job.SettingName(prefix + "SEC")); ok && strings.TrimSpace(v) != "" {
+		return time.Duration(s.Int(job.SettingName(prefix+"SEC"), int64(def/time.Second), 1, 86400)) * time.Second
 	}
-	return time.Duration(s.Int(SettingName(job, prefix+"MIN"), int64(def/time.Minute), 1, 1440)) * time.Minute
+	return time.Duration(s.Int(job.SettingName(prefix+"MIN"), int64(def/time.Minute), 1, 1440)) * time.Minute
 }

@@ -311,17 +311,19 @@ func TestConfigureValidatesSettings(t *testing.T) {
 // step with the job table.
 func TestSettingsTableListsEveryJob(t *testing.T) {
 	for _, j := range DefaultJobs() {
-		name := SettingName(j.Name, "MIN")
+		name := j.SettingName("MIN")
+		if want := "SCHED_" + strings.ToUpper(strings.ReplaceAll(j.Name, "-", "_")) + "_MIN"; name != want {
+			t.Errorf("job %s: setting %s, want %s", j.Name, name, want)
+		}
 		v, ok := config.Lookup(name)
 		if !ok || v.Default != fmt.Sprint(int(j.Interval/time.Minute)) {
 			t.Errorf("%s: settings table has %+v, want default %d", name, v, int(j.Interval/time.Minute))
 		}
 	}
-	// And the other way: every SCHED_*_MIN the table lists is a job's (read
-	// by name through SettingName, so no literal use of it exists).
+	// And the other way: every SCHED_*_MIN the table lists is a job's.
 	read := map[string]bool{}
 	for _, j := range DefaultJobs() {
-		read[SettingName(j.Name, "MIN")] = true
+		read[j.SettingName("MIN")] = true
 	}
 	for _, v := range config.Vars {
 		if strings.HasPrefix(v.Name, "SCHED_") && strings.HasSuffix(v.Name, "_MIN") && !strings.Contains(v.Name, "<JOB>") && !read[v.Name] {
