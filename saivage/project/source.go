@@ -59,7 +59,7 @@ func (p *Project) qualify(ctx context.Context) (*commissioning, error) {
 	}
 	q, err := repo.Qualify(ctx, cards.RootID)
 	if err != nil {
-		return nil, fmt.Errorf("commissioning refused (nothing was changed): %w", err)
+		return nil, fmt.Errorf("commissioning refused (the checkout is untouched and no project was created; the template files in .saivage are kept for the next init): %w", err)
 	}
 	return &commissioning{repo: repo, pol: pol, q: q}, nil
 }
