@@ -72,7 +72,7 @@ func (rt *Runtime) runAction(ctx context.Context, act *activation, name string, 
 		}
 		baseline = h.HeadUUID
 	}
-	inputs, err := resolveInputs(nd, act)
+	inputs, err := nd.ResolveInputs(act.facts())
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -111,19 +111,20 @@ func (rt *Runtime) runAction(ctx context.Context, act *activation, name string, 
 		}
 	}
 	ar := acceptedResult{Node: name, Outcome: outcome, Summary: res.summary, Data: res.data}
-	tr, _, ok := route(act.tbl, name, ar)
-	if !ok {
+	r, err := act.tbl.Route(name, workflow.Result{Outcome: outcome, Data: res.data})
+	if err != nil {
 		return fail(fmt.Sprintf("action node %s has no route for outcome %s (%s)", name, outcome, res.summary))
 	}
+	tr := r.Transition
 	act.accepted[name] = ar
 	out := nodeResult{tr: tr, result: &ar}
-	if t, isTerminal := strings.CutPrefix(tr.Target, "terminal:"); isTerminal {
-		out.terminal = t
-		if t != "DONE" {
+	if d := tr.Destination(); d.Terminal != "" {
+		out.terminal = d.Terminal
+		if d.Terminal != "DONE" {
 			out.reason = res.summary
 		}
 	} else {
-		out.next = strings.TrimPrefix(tr.Target, "node:")
+		out.next = d.Node
 		out.prompts = []*workflow.Prompt{tr.Prompt}
 	}
 	rt.logEvent("result_accepted", map[string]any{"card": act.card.ID, "node": name, "outcome": outcome, "data": res.data,
@@ -148,29 +149,6 @@ func acceptableOutput(b []byte, captureErr error) (string, error) {
 		return "", errors.New("the output is empty")
 	}
 	return string(b), nil
-}
-
-// resolveInputs evaluates a node's inputs: literals, and predecessor facts
-// "<node>.<field>" from this activation's accepted results.
-func resolveInputs(nd workflow.Node, act *activation) (map[string]any, error) {
-	out := map[string]any{}
-	for name, in := range nd.Inputs {
-		if in.Source == "" {
-			out[name] = in.Literal
-			continue
-		}
-		node, field, _ := strings.Cut(in.Source, ".")
-		r, ok := act.accepted[node]
-		if !ok {
-			return nil, fmt.Errorf("input %s: node %s has no accepted result in this activation", name, node)
-		}
-		v, ok := r.Data[field]
-		if !ok {
-			return nil, fmt.Errorf("input %s: %s has no field %s", name, node, field)
-		}
-		out[name] = v
-	}
-	return out, nil
 }
 
 // invokeOperation runs one operation through its finite owner, writing the

@@ -48,6 +48,16 @@ type activation struct {
 	conflicts   []string
 }
 
+// facts returns the data of the activation's accepted results by node,
+// which node inputs read.
+func (a *activation) facts() workflow.Facts {
+	f := workflow.Facts{}
+	for node, r := range a.accepted {
+		f[node] = r.Data
+	}
+	return f
+}
+
 // acceptedResult is an accepted emit_result.
 type acceptedResult struct {
 	Node    string         `json:"node"`
@@ -122,12 +132,11 @@ func (rt *Runtime) executeCard(ctx context.Context, id string) (tools.ChildOutco
 	rt.hint("card", id)
 	rt.hint("card", cards.ParentOf(id))
 	rt.logEvent("card_activated", map[string]any{"card": id, "entry": entry})
-	st, ok := tbl.State("entry:" + entry)
-	if !ok || len(st.Transitions) != 1 {
-		return tools.ChildOutcome{}, fmt.Errorf("activate %s: the workflow has no %s entry", id, entry)
+	tr, err := tbl.Entry(entry)
+	if err != nil {
+		return tools.ChildOutcome{}, fmt.Errorf("activate %s: %w", id, err)
 	}
-	tr := st.Transitions[0]
-	node, prompts := strings.TrimPrefix(tr.Target, "node:"), []*workflow.Prompt{tr.Prompt}
+	node, prompts := tr.Destination().Node, []*workflow.Prompt{tr.Prompt}
 	act := &activation{card: c, tbl: tbl, accepted: map[string]acceptedResult{}}
 	if pending := c.Git; rt.src != nil && pending != nil && pending.Correction != nil {
 		// A preserved rebase whose correction did not finish: reenter it.
@@ -655,14 +664,12 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 	if len(problems) > 0 {
 		return fail("malformed_result", "emit_result arguments are invalid: "+strings.Join(problems, "; ")+". Expected "+ne.resultShape()+".")
 	}
-	tr, alt, ok := route(ne.act.tbl, ne.nd.Name, res)
-	if !ok {
+	r, err := ne.act.tbl.Route(ne.nd.Name, workflow.Result{Outcome: res.Outcome, Data: res.Data})
+	if err != nil {
 		return fail("malformed_result", "no route for outcome "+res.Outcome)
 	}
-	terminal := strings.TrimPrefix(tr.Target, "terminal:")
-	if !strings.HasPrefix(tr.Target, "terminal:") {
-		terminal = ""
-	}
+	tr, alt := r.Transition, r.Pending
+	terminal := tr.Destination().Terminal
 	cardID := ne.act.card.ID
 	// Record gates and descendants matter for results that move on.
 	if terminal == "" || terminal == "DONE" {
@@ -749,7 +756,10 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 		done.terminal = terminal
 		msg = "the card finishes " + terminal
 	} else {
-		done.next = strings.TrimPrefix(tr.Target, "node:")
+		done.next = tr.Destination().Node
+		if tr.Destination().Return {
+			done.next = workflow.ReturnTarget // executeCard returns to the saved entry
+		}
 		done.prompts = []*workflow.Prompt{tr.Prompt}
 		msg = "next node: " + done.next
 	}
@@ -910,105 +920,6 @@ func checkField(f workflow.DataField, v any) string {
 		}
 	}
 	return ""
-}
-
-// route selects the transition for a result: a direct outcome, else the
-// first matching case, else otherwise; alt is its pending-notifications
-// alternative, if declared.
-func route(tbl *workflow.Table, node string, res acceptedResult) (tr workflow.Transition, alt *workflow.Transition, ok bool) {
-	st, found := tbl.State("node:" + node)
-	if !found {
-		return tr, nil, false
-	}
-	var chosen *workflow.Transition
-	for i := range st.Transitions {
-		t := st.Transitions[i]
-		if t.Outcome != res.Outcome {
-			continue
-		}
-		switch t.Variant {
-		case workflow.VariantOutcome:
-			chosen = &st.Transitions[i]
-		case workflow.VariantCase:
-			if chosen == nil && matches(t.When, res.Data) {
-				chosen = &st.Transitions[i]
-			}
-		case workflow.VariantOtherwise:
-			if chosen == nil {
-				chosen = &st.Transitions[i]
-			}
-		}
-	}
-	if chosen == nil {
-		return tr, nil, false
-	}
-	for i := range st.Transitions {
-		t := st.Transitions[i]
-		if t.Variant == workflow.VariantPendingNotifications && t.Outcome == chosen.Outcome && t.CaseID == chosen.CaseID {
-			alt = &st.Transitions[i]
-		}
-	}
-	return *chosen, alt, true
-}
-
-// matches evaluates a case condition on result data.
-func matches(c *workflow.Condition, data map[string]any) bool {
-	if c == nil {
-		return false
-	}
-	v, ok := data[c.Field]
-	if !ok {
-		return false
-	}
-	eq := func(a, b any) bool {
-		if x, ok := toFloat(a); ok {
-			y, ok2 := toFloat(b)
-			return ok2 && x == y
-		}
-		return a == b
-	}
-	switch c.Op {
-	case "eq":
-		return eq(v, c.Value)
-	case "ne":
-		return !eq(v, c.Value)
-	case "in":
-		list, _ := c.Value.([]any)
-		for _, item := range list {
-			if eq(v, item) {
-				return true
-			}
-		}
-		return false
-	}
-	x, ok1 := toFloat(v)
-	y, ok2 := toFloat(c.Value)
-	if !ok1 || !ok2 {
-		return false
-	}
-	switch c.Op {
-	case "lt":
-		return x < y
-	case "le":
-		return x <= y
-	case "gt":
-		return x > y
-	case "ge":
-		return x >= y
-	}
-	return false
-}
-
-func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	}
-	return 0, false
 }
 
 // toolRuntime adapts the Runtime to the tools' Runtime port.

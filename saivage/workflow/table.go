@@ -4,6 +4,14 @@
 // promotions, known agents, tools and models, record authority and the
 // closure of descendant context. Compilation reads the configuration and
 // prompt files only; it has no network, process or generated-state effects.
+//
+// A compiled table also evaluates its transitions (route.go): the entry an
+// activation starts in, the edge a node's accepted result takes (a direct
+// outcome, else the first matching typed case, else otherwise, with its
+// pending-notifications alternative), where that edge leads (a node, a
+// terminal or the correction's return to the saved entry) and the values of
+// a node's literal and predecessor-fact inputs. Evaluation is pure; the
+// runtime reads the facts, asks the table and performs the I/O.
 package workflow
 
 import (
