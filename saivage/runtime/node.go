@@ -756,8 +756,9 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 		done.terminal = terminal
 		msg = "the card finishes " + terminal
 	} else {
-		done.next = tr.Destination().Node
-		if tr.Destination().Return {
+		d := tr.Destination()
+		done.next = d.Node
+		if d.Return {
 			done.next = workflow.ReturnTarget // executeCard returns to the saved entry
 		}
 		done.prompts = []*workflow.Prompt{tr.Prompt}

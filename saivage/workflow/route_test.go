@@ -16,18 +16,11 @@ import (
 // configuration.
 func compileTemplate(t *testing.T, name string, mutate func(*config.Config)) *workflow.Set {
 	t.Helper()
-	tpl, err := templates.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := tpl.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, files := templateConfig(t, name)
 	if mutate != nil {
 		mutate(cfg)
 	}
-	set, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: tpl.Files()})
+	set, err := workflow.Compile(context.Background(), cfg, workflow.Options{Prompts: files})
 	if err != nil {
 		t.Fatal(err)
 	}
