@@ -161,7 +161,7 @@ func TestFiveHundredRoundsStayWithinBudget(t *testing.T) {
 			seen += len(src)
 			return agent.Truncate(acc+" | folded "+fmt.Sprint(len(src)), 2000), nil
 		}}
-		parts := transcriptParts(h.rows[lead:pref])
+		parts := summarySource(h.rows[lead:pref])
 		next, err := r.Advance(context.Background(), acc, parts)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
