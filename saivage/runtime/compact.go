@@ -214,6 +214,13 @@ func (m compactMode) measureName() string {
 	return "tokens"
 }
 
+// prefer reports whether cand, a qualifying candidate at a later endpoint
+// than best, replaces it: when it is smaller, or for local-exact when it
+// ties (a tie goes to the furthest endpoint).
+func (m compactMode) prefer(best, cand *candidate) bool {
+	return best == nil || cand.size < best.size || (m == compactLocalExact && cand.size == best.size)
+}
+
 // maintain runs the compaction mode asks for when it applies and returns
 // the conversation to send: msgs unchanged (compacted false) when nothing
 // was published. A preventive compaction applies when compaction is enabled
@@ -372,8 +379,7 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 				unit + "_before": before, unit + "_after": cand.size})
 			continue
 		}
-		// Local-exact: a tie goes to the later, furthest endpoint.
-		if best == nil || cand.size < best.size || (mode == compactLocalExact && cand.size == best.size) {
+		if mode.prefer(best, cand) {
 			best = cand
 		}
 		if mode == compactAuthoritative || (mode == compactPreventive && !iv.route.Budget.Over(cand.size)) {
