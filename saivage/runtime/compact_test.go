@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // smallWindow gives the gateway provider a 10,000-token window with 1,000
@@ -424,5 +425,57 @@ func TestAuthoritativeCompactionAcceptsFirstReductionOnce(t *testing.T) {
 	}
 	if kept < 2 {
 		t.Errorf("kept %d steps: the furthest endpoint was used, not the first reduction", kept)
+	}
+}
+
+// TestOversizedNewestRoundSplitsBetweenPairs: a single step whose calls
+// outgrow the tail is split at a call/result pair boundary — the older
+// pairs are folded with the step's assistant row, the newest pair is kept
+// whole — and the provider receives that pair as a call and its result.
+func TestOversizedNewestRoundSplitsBetweenPairs(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: smallWindow})
+	var many llmtest.Reply
+	for i := range 8 {
+		many.ToolCalls = append(many.ToolCalls, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": strings.Repeat(fmt.Sprintf("P%d ", i), 1300)}).ToolCalls...)
+	}
+	e.script.Add("planner@project", many,
+		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
+		emit("done", "planned", nil),
+		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
+		emit("done", "ok", map[string]any{"verdict": "complete"}),
+	)
+	e.script.Add("summary", text("FOLD 1."), text("FOLD 2."), text("FOLD 3."), text("FOLD 4."), text("FOLD 5."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	segs, err := e.p.Sessions.Load(e.p.Cards.SessionDir("project", "planner"), "agent:planner:project", state.TailTruncate)
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("segments = %d, %v", len(segs), err)
+	}
+	rows := segs[1]
+	// summary, node marker, prompt, then the newest pair whole.
+	if len(rows) < 5 || rows[0].Kind != "summary" || rows[3].Kind != "tool_call" || rows[4].Kind != "tool_result" || rows[3].CallID != rows[4].CallID ||
+		rows[3].CallID != many.ToolCalls[7].ID {
+		t.Fatalf("compacted segment does not keep the newest pair: %+v", rows[:min(len(rows), 5)])
+	}
+	var sum struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(rows[0].Content, &sum)
+	var after string
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" && sum.Text != "" && strings.Contains(string(r.Raw), "earlier conversation (older messages were compacted):\\n\\n"+sum.Text) {
+			after = string(r.Raw)
+			break
+		}
+	}
+	if after == "" || strings.Contains(after, "P6 P6") || !strings.Contains(after, "P7 P7") ||
+		strings.Count(after, many.ToolCalls[7].ID) != 2 {
+		t.Errorf("the request after the split does not carry exactly the newest call and its result: %.2000s", after)
+	}
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" && (len(r.Raw)+3)/4 > 8000 {
+			t.Errorf("a planner request of about %d tokens exceeds the usable input", (len(r.Raw)+3)/4)
+		}
 	}
 }
