@@ -260,3 +260,60 @@ func TestCompactModePrefer(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeContextProjection: generated sessions project in the spec's
+// order; the boundary appears only when history follows, and a compacted
+// segment's kept facts precede its node instructions.
+func TestComposeContextProjection(t *testing.T) {
+	var h history
+	h.node(1)
+	h.step(1, 1, 10)
+	refusal := markerRow("refusal-x", markerRefusal, map[string]any{"count": 1})
+	recovery := noticeRow(recoverySource+"x", "The runtime stopped during your previous turn.")
+	other := noticeRow("turn-x", "The previous turn ended with an error.")
+	h.rows = append(h.rows, refusal, recovery, other)
+	h.step(2, 1, 10)
+	uncompacted := slices.Clone(h.rows)
+	cut := len(h.rows) - 3 // the newest step stays
+	kept := protectedRows(h.rows[:cut])
+	summary := conversations.Row{ID: "s", Kind: "summary", Content: rawJSON(map[string]any{"text": "EARLIER", "protected": len(kept)})}
+	compacted := append(append([]conversations.Row{summary}, kept...), h.rows[cut:]...)
+	for _, tc := range []struct {
+		name string
+		rows []conversations.Row
+		desc string
+		want []string
+	}{
+		{"no history, no state", nil, "", []string{"system: SYS"}},
+		{"no history", nil, "STATE", []string{"system: SYS", "system: STATE"}},
+		{"uncompacted", uncompacted, "STATE", []string{"system: SYS", "system: " + provenanceBoundary, "user: node prompt",
+			"assistant: step", "tool: xxxxxxxxxx", "user: [Runtime notice] The runtime stopped", "user: [Runtime notice] The previous turn",
+			"assistant: step", "tool: xxxxxxxxxx", "system: STATE"}},
+		{"compacted", compacted, "STATE", []string{"system: SYS", "system: " + provenanceBoundary, "user: Summary of the earlier conversation",
+			"user: [Runtime fact] The provider refused", "user: [Runtime fact] The runtime stopped", "user: node prompt",
+			"assistant: step", "tool: xxxxxxxxxx", "system: STATE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := composeContextProjection(t.TempDir(), projectSegment(tc.rows, []string{"SYS"}, tc.desc))
+			if len(msgs) != len(tc.want) {
+				t.Fatalf("%d messages, want %d: %+v", len(msgs), len(tc.want), msgs)
+			}
+			for i, m := range msgs {
+				if got := m.Role + ": " + m.Content; !strings.HasPrefix(got, tc.want[i]) {
+					t.Errorf("message %d = %.80q, want %q", i, got, tc.want[i])
+				}
+			}
+		})
+	}
+	// The kept facts are the newest refusal and recovery notice only; the
+	// other notice is folded.
+	if len(kept) != 4 || kept[2].ID != refusal.ID || kept[3].ID != recovery.ID {
+		t.Errorf("protected rows = %+v", kept)
+	}
+	// The summarizer's source lists the facts before the history.
+	src := summarySource(h.rows[:cut])
+	if !strings.HasPrefix(src[0], "RUNTIME FACT: The provider refused") || !strings.HasPrefix(src[1], "RUNTIME FACT: The runtime stopped") ||
+		src[2] != "USER: node prompt" {
+		t.Errorf("summary source = %q", src)
+	}
+}
