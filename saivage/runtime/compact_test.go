@@ -245,17 +245,8 @@ func matchSequence(t *testing.T, what string, got, want []string) {
 // the summarizer's source lists the fact before the history.
 func TestContextProjectionOrder(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	big := strings.Repeat("line of notes\n", 400)
-	e.script.Add("planner@project",
-		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"},
-		call("write", map[string]any{"path": "notes.txt", "content": big}),
-		call("read", map[string]any{"path": "notes.txt"}),
-		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
-		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
-		emit("done", "planned", nil),
-		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
-		emit("done", "ok", map[string]any{"verdict": "complete"}),
-	)
+	e.script.Add("planner@project", llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"})
+	rejectionScript(e, finishRun()...)
 	e.script.Add("summary", text("SUMMARY: wrote notes.txt."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
@@ -297,6 +288,17 @@ func TestContextProjectionOrder(t *testing.T) {
 	}
 }
 
+// finishRun is the rest of a classic run: the planner writes its plan and
+// finishes, then the reviewer's assessment.
+func finishRun() []llmtest.Reply {
+	return []llmtest.Reply{
+		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
+		emit("done", "planned", nil),
+		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
+		emit("done", "ok", map[string]any{"verdict": "complete"}),
+	}
+}
+
 // exactWindow is smallWindow with preventive compaction off, so only local
 // admission (and a provider's rejection) compacts.
 func exactWindow(cfg string) string {
@@ -324,12 +326,7 @@ func TestLocalExactCompactionBeforeIO(t *testing.T) {
 	for i := range 8 {
 		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
 	}
-	e.script.Add("planner@project", append(steps,
-		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
-		emit("done", "planned", nil),
-		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
-		emit("done", "ok", map[string]any{"verdict": "complete"}),
-	)...)
+	e.script.Add("planner@project", append(steps, finishRun()...)...)
 	e.script.Add("summary", text("NEAR: wrote the first notes."), text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
@@ -438,12 +435,7 @@ func TestOversizedNewestRoundSplitsBetweenPairs(t *testing.T) {
 	for i := range 8 {
 		many.ToolCalls = append(many.ToolCalls, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": strings.Repeat(fmt.Sprintf("P%d ", i), 1300)}).ToolCalls...)
 	}
-	e.script.Add("planner@project", many,
-		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
-		emit("done", "planned", nil),
-		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
-		emit("done", "ok", map[string]any{"verdict": "complete"}),
-	)
+	e.script.Add("planner@project", append([]llmtest.Reply{many}, finishRun()...)...)
 	e.script.Add("summary", text("FOLD 1."), text("FOLD 2."), text("FOLD 3."), text("FOLD 4."), text("FOLD 5."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
