@@ -317,3 +317,34 @@ func TestComposeContextProjection(t *testing.T) {
 		t.Errorf("summary source = %q", src)
 	}
 }
+
+// BenchmarkCompactionEndpoints measures choosing the endpoints over a
+// 2,000-row session whose newest step made 200 calls (every pair boundary
+// inside it is checked), and projecting the session.
+func BenchmarkCompactionEndpoints(b *testing.B) {
+	var h history
+	for n := range 20 {
+		h.node(n)
+		for s := range 20 {
+			h.step(n*100+s, 2, 400)
+		}
+	}
+	h.node(99)
+	h.step(9900, 200, 400)
+	b.Logf("%d rows", len(h.rows))
+	b.Run("endpoints", func(b *testing.B) {
+		for b.Loop() {
+			if p, f := endpoints(h.rows, 0, 30_000, true); p < 0 || f < p {
+				b.Fatal(p, f)
+			}
+		}
+	})
+	b.Run("projection", func(b *testing.B) {
+		dir := b.TempDir()
+		for b.Loop() {
+			if msgs := composeContextProjection(dir, projectSegment(h.rows, []string{"SYS"}, "STATE")); len(msgs) < 1000 {
+				b.Fatal(len(msgs))
+			}
+		}
+	})
+}
