@@ -37,6 +37,36 @@ func EstimateTokens(msgs []llm.Message, tools []llm.Tool) int {
 	return (len(b)+len(t)+3)/4 + reserve
 }
 
+// Accounting is a request's exact local accounting, the candidate
+// builder's: its canonical body (the JSON the provider is sent; images
+// travel beside it as parts) and the raster reservation of each image it
+// carries.
+type Accounting struct {
+	Body []byte
+	// Raster is the images' reservation in tokens (RasterTokens each).
+	Raster int
+}
+
+// Account serializes req once and reserves its images.
+func Account(req *llm.ChatRequest) Accounting {
+	body, _ := json.Marshal(req)
+	a := Accounting{Body: body}
+	for _, m := range req.Messages {
+		for _, img := range m.Images {
+			a.Raster += RasterTokens(img)
+		}
+	}
+	return a
+}
+
+// Tokens is the admission estimate: ceil(UTF-8 body bytes / 4) plus the
+// raster reservations.
+func (a Accounting) Tokens() int { return (len(a.Body)+3)/4 + a.Raster }
+
+// Bytes is the image-aware accounting size local-exact compaction
+// compares: the body plus four bytes per reserved raster token.
+func (a Accounting) Bytes() int { return len(a.Body) + 4*a.Raster }
+
 // RasterTokens is an image's token reservation, 2·⌈w/32⌉·⌈h/32⌉ (0 when its
 // PNG or JPEG header cannot be read).
 func RasterTokens(img llm.Image) int {

@@ -1,10 +1,13 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"strings"
 	"testing"
 
@@ -251,5 +254,49 @@ func TestSummaryCompactorRefinesALongTranscript(t *testing.T) {
 	}
 	if s := res.Compactions[0].Summary; s != map[int]string{2: "BOTH PARTS", 3: "ALL PARTS"}[len(sums)] {
 		t.Errorf("summary = %q after %d calls", s, len(sums))
+	}
+}
+
+// pngOf encodes a w×h PNG.
+func pngOf(t *testing.T, w, h int) llm.Image {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+		t.Fatal(err)
+	}
+	return llm.Image{MIME: "image/png", Data: b.Bytes()}
+}
+
+// TestAccount: the exact local accounting is the canonical body (images
+// travel beside it) plus 2·⌈w/32⌉·⌈h/32⌉ tokens per image: ceil(bytes/4)
+// for admission, four accounting bytes per raster token for local-exact.
+func TestAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		images     []llm.Image
+		wantRaster int
+	}{
+		{"text only", nil, 0},
+		{"one 64×64 image", []llm.Image{pngOf(t, 64, 64)}, 8},
+		{"two images, one partial tile", []llm.Image{pngOf(t, 64, 64), pngOf(t, 33, 1)}, 8 + 4},
+		{"unreadable image reserves nothing", []llm.Image{{MIME: "image/png", Data: []byte("not a png")}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "system", Content: "sys"}, {Role: "tool", ToolCallID: "c1", Content: "é result", Images: tc.images}}}
+			a := agent.Account(req)
+			body, _ := json.Marshal(req)
+			if !bytes.Equal(a.Body, body) || bytes.Contains(a.Body, []byte("PNG")) {
+				t.Fatalf("body = %s", a.Body)
+			}
+			if a.Raster != tc.wantRaster {
+				t.Errorf("raster = %d, want %d", a.Raster, tc.wantRaster)
+			}
+			if want := (len(body)+3)/4 + tc.wantRaster; a.Tokens() != want {
+				t.Errorf("tokens = %d, want %d", a.Tokens(), want)
+			}
+			if want := len(body) + 4*tc.wantRaster; a.Bytes() != want {
+				t.Errorf("accounting bytes = %d, want %d", a.Bytes(), want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -37,12 +38,29 @@ func rowBytes(r conversations.Row) int {
 	return len(r.ID) + len(r.Name) + len(r.CallID) + len(r.Content) + 32
 }
 
-// boundary reports whether a segment may start at rows[i]: never inside a
-// call/result bundle (calls and results follow their assistant row).
+// boundary reports whether a segment may start at rows[i] without
+// separating an atomic bundle: before an ingress, a summary, a marker or an
+// assistant row, or before a tool call once every call its step made so far
+// has its result. A call and its result are atomic, and the assistant row
+// (its text and private reasoning) travels with its step's first call.
 func boundary(rows []conversations.Row, i int) bool {
 	switch rows[i].Kind {
 	case "user", "assistant", "summary", "marker":
 		return true
+	case "tool_call":
+		results := map[string]bool{}
+		for j := i - 1; j >= 0; j-- {
+			switch rows[j].Kind {
+			case "tool_result":
+				results[rows[j].CallID] = true
+			case "tool_call":
+				if !results[rows[j].CallID] {
+					return false
+				}
+			default:
+				return j < i-1 // the step's start: at least one whole pair precedes
+			}
+		}
 	}
 	return false
 }
@@ -61,12 +79,20 @@ func roundStart(rows []conversations.Row, i int) bool {
 }
 
 // inherited is how many leading rows a segment inherited from the previous
-// compaction as structure — its summary and the protected rows kept right
-// after it (markers, the node's entry prompt): folding only those is no
-// progress, and they would be protected again anyway.
+// compaction as structure (its genesis) — its summary and the protected
+// rows kept right after it (node instructions, recovery/refusal facts):
+// folding only those is no progress, and they would be protected again
+// anyway. A summary records how many rows it protected; older summaries
+// are followed by their markers and the node's entry prompt.
 func inherited(rows []conversations.Row) int {
 	if len(rows) == 0 || rows[0].Kind != "summary" {
 		return 0
+	}
+	var s struct {
+		Protected *int `json:"protected"`
+	}
+	if json.Unmarshal(rows[0].Content, &s) == nil && s.Protected != nil {
+		return min(1+*s.Protected, len(rows))
 	}
 	n := 1
 	for n < len(rows) && rows[n].Kind == "marker" {
@@ -79,12 +105,16 @@ func inherited(rows []conversations.Row) int {
 }
 
 // endpoints chooses a compaction's at most two positive endpoints over rows
-// (rows[:cut] are folded, rows[cut:] kept): the preferred one keeps a tail
-// of about tailBytes — whole fitting rounds when snap is set, otherwise (and
-// when the newest round alone is larger) the row-level target snapped
-// backward to an atomic boundary — and the fallback is the furthest legal
-// cut, the latest atomic boundary. Both exceed lead (the inherited rows);
-// -1 when no cut folds anything new. pref == fall when they coincide.
+// (rows[:cut] are folded, rows[cut:] kept). The preferred one keeps a tail
+// of at most tailBytes: whole fitting rounds when snap is set; otherwise,
+// and when the newest round alone is larger, the row-level target — the
+// longest suffix within tailBytes — snapped to the atomic boundary the
+// backward walk reached last, so the kept suffix is the largest legal one
+// within the target and no call is parted from its result. The fallback is
+// the furthest legal cut, the latest atomic boundary; it is also the
+// preferred one when not even the newest bundle fits. Both exceed lead (the
+// inherited rows); -1 when no cut folds anything new. pref == fall when
+// they coincide.
 func endpoints(rows []conversations.Row, lead, tailBytes int, snap bool) (pref, fall int) {
 	fall = -1
 	for i := len(rows) - 1; i > lead; i-- {
@@ -104,36 +134,26 @@ func endpoints(rows []conversations.Row, lead, tailBytes int, snap bool) (pref, 
 		}
 		target = i
 	}
-	pref = -1
-	if snap {
-		for i := target; i <= fall; i++ {
-			if roundStart(rows, i) {
-				pref = i
-				break
-			}
+	for i := target; i <= fall; i++ {
+		if snap && roundStart(rows, i) {
+			return i, fall
 		}
 	}
-	if pref < 0 {
-		for i := min(target, fall); i > lead; i-- {
-			if boundary(rows, i) {
-				pref = i
-				break
-			}
+	for i := target; i <= fall; i++ {
+		if boundary(rows, i) {
+			return i, fall
 		}
 	}
-	if pref < 0 {
-		pref = fall
-	}
-	return pref, fall
+	return fall, fall
 }
 
 // protectedRows are the rows of covered kept verbatim after the summary:
-// the latest node instructions (its marker and entry prompt) and the newest
-// refusal marker, in their original order.
+// the latest node instructions (its marker and entry prompt), the newest
+// refusal marker and the newest recovery notice, in their original order.
 func protectedRows(covered []conversations.Row) []conversations.Row {
 	keep := map[int]bool{}
-	node, refusal := false, false
-	for i := len(covered) - 1; i >= 0 && !(node && refusal); i-- {
+	node, refusal, recovery := false, false, false
+	for i := len(covered) - 1; i >= 0 && !(node && refusal && recovery); i-- {
 		if covered[i].Kind != "marker" {
 			continue
 		}
@@ -149,6 +169,10 @@ func protectedRows(covered []conversations.Row) []conversations.Row {
 			if !refusal {
 				refusal, keep[i] = true, true
 			}
+		case markerNotice:
+			if !recovery && isFact(covered[i]) {
+				recovery, keep[i] = true, true
+			}
 		}
 	}
 	var out []conversations.Row
@@ -160,28 +184,88 @@ func protectedRows(covered []conversations.Row) []conversations.Row {
 	return out
 }
 
-// sessionCompactor is Saivage's agent.Compactor: the spec's compaction
-// rules applied to the persisted session (the single source of truth), the
-// conversation then rebuilt from it. Before a step it compacts when
-// compaction is enabled and the estimate reaches the route's trigger; after
-// a provider's context rejection it always tries.
-type sessionCompactor struct{ iv *invoker }
+// compactMode is why a compaction runs; it decides which candidate is
+// published.
+type compactMode int
 
-// Compact implements agent.Compactor.
-func (c sessionCompactor) Compact(ctx context.Context, step agent.CompactStep) (*agent.Compaction, error) {
-	iv := c.iv
-	if !step.Rejected && (!iv.rt.models.compaction.Enabled || !iv.route.Budget.Over(agent.EstimateTokens(step.Messages, step.Tools))) {
-		return nil, nil
+const (
+	// compactPreventive: the estimate reached the trigger before a call.
+	// The smallest candidate by estimated tokens wins; the first that gets
+	// under the trigger ends the search.
+	compactPreventive compactMode = iota
+	// compactLocalExact: the exact request does not fit the usable input.
+	// The candidate with the fewest image-aware accounting bytes wins, a
+	// tie going to the furthest endpoint.
+	compactLocalExact
+	// compactAuthoritative: the provider rejected the request as too long
+	// for its context. The first candidate with fewer tokens wins.
+	compactAuthoritative
+)
+
+func (m compactMode) String() string {
+	return [...]string{"preventive", "local_exact", "authoritative"}[m]
+}
+
+// measureName names a mode's measure in events.
+func (m compactMode) measureName() string {
+	if m == compactLocalExact {
+		return "accounting_bytes"
 	}
-	covered, summary, err := iv.compact(ctx, step.Rejected, step.Tools)
+	return "tokens"
+}
+
+// prefer reports whether cand, a qualifying candidate at a later endpoint
+// than best, replaces it: when it is smaller, or for local-exact when it
+// ties (a tie goes to the furthest endpoint).
+func (m compactMode) prefer(best, cand *candidate) bool {
+	return best == nil || cand.size < best.size || (m == compactLocalExact && cand.size == best.size)
+}
+
+// maintain runs the compaction mode asks for when it applies and returns
+// the conversation to send: msgs unchanged (compacted false) when nothing
+// was published. A preventive compaction applies when compaction is enabled
+// and msgs reach the route's trigger; the other modes always try.
+func (iv *invoker) maintain(ctx context.Context, mode compactMode, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, bool, error) {
+	if mode == compactPreventive && (!iv.rt.models.compaction.Enabled || !iv.route.Budget.Over(agent.EstimateTokens(msgs, tools))) {
+		return msgs, false, nil
+	}
+	covered, err := iv.compact(ctx, mode, tools)
 	if err != nil || covered == 0 {
-		return nil, err
+		return msgs, false, err
 	}
-	msgs, err := iv.messages(ctx)
+	next, err := iv.messages(ctx)
+	return next, err == nil, err
+}
+
+// admit is local admission before primary I/O: when the exact request
+// (agent.Account: ceil(body bytes/4) plus image raster reservations) is
+// larger than the route's usable input, floor(U×C)−O, it makes one
+// local-exact compaction and admits the rebuilt request. A request that
+// still does not fit is refused without being sent: one local pass, never
+// a second.
+func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, error) {
+	usable := iv.route.UsableInput
+	need := agent.Account(iv.request(msgs, tools)).Tokens()
+	if usable <= 0 || need <= usable {
+		return msgs, nil
+	}
+	next, ok, err := iv.maintain(ctx, compactLocalExact, msgs, tools)
 	if err != nil {
 		return nil, err
 	}
-	return &agent.Compaction{Messages: msgs, Summary: summary, Covered: covered}, nil
+	if ok {
+		if need = agent.Account(iv.request(next, tools)).Tokens(); need <= usable {
+			return next, nil
+		}
+	}
+	iv.rt.logEvent("admission_refused", map[string]any{"session": iv.sess.id, "tokens": need, "usable_input": usable, "compacted": ok})
+	return nil, fmt.Errorf("the request needs about %d tokens, more than the usable input of %d, after one local compaction: it was not sent", need, usable)
+}
+
+// request is the primary request for msgs: one canonical body, the same for
+// local admission and the send.
+func (iv *invoker) request(msgs []llm.Message, tools []llm.Tool) *llm.ChatRequest {
+	return &llm.ChatRequest{Model: iv.route.Public, Messages: msgs, Tools: tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
 }
 
 // candidate is one complete prospective segment.
@@ -190,33 +274,37 @@ type candidate struct {
 	text    string
 	omitted bool
 	rows    []conversations.Row
-	tokens  int
+	// size is the mode's measure: accounting bytes for local-exact,
+	// estimated tokens otherwise.
+	size int
 }
 
 // compact replaces the older part of the current segment with a summary in
 // a new compacted segment. It tries the preferred endpoint, then the
 // furthest legal one, folding the rows up to each with one sequential
 // refine accumulator (the inherited summary is its start, each range is
-// transported once) under agent.MaxSummaryCalls. A candidate qualifies only
-// when its estimate is strictly smaller than the current conversation's: a
-// preventive compaction publishes the smallest qualifying candidate (the
-// first that reaches the trigger target ends the search), a compaction after
-// a context rejection the first. No-smaller publishes nothing. After the
-// summarizer's first policy refusal, or when the call budget runs out, no
-// more summary calls are made and a declared omission stands at the same
-// endpoints; any other summarizer failure with no candidate is a
-// CompactionBlockedError. It returns how many rows were folded (0 when
-// nothing was published) and the summary.
-func (iv *invoker) compact(ctx context.Context, rejected bool, tools []llm.Tool) (int, string, error) {
+// transported once) under agent.MaxSummaryCalls. Candidates are measured
+// over the whole projection; one qualifies only when its measure is
+// strictly smaller than the current conversation's. Preventive: the
+// smallest qualifying candidate by estimated tokens, the first that reaches
+// the trigger ending the search. Local-exact: the fewest accounting bytes
+// of the exact request, a tie to the furthest endpoint. Authoritative
+// (after a context rejection): the first with fewer tokens. No-smaller
+// publishes nothing. After the summarizer's first policy refusal, or when
+// the call budget runs out, no more summary calls are made and a declared
+// omission stands at the same endpoints; any other summarizer failure with
+// no candidate is a CompactionBlockedError. It returns how many rows were
+// folded (0 when nothing was published).
+func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.Tool) (int, error) {
 	cur, err := iv.sess.current()
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	rows := cur.Rows
 	lead := inherited(rows)
 	comp := iv.rt.models.compaction
 	tailBytes := int(comp.TailFraction * float64(iv.route.UsableInput) * 4)
-	if rejected || tailBytes <= 0 {
+	if mode == compactAuthoritative || tailBytes <= 0 {
 		total := 0
 		for _, r := range rows {
 			total += rowBytes(r)
@@ -228,15 +316,18 @@ func (iv *invoker) compact(ctx context.Context, rejected bool, tools []llm.Tool)
 	}
 	pref, fall := endpoints(rows, lead, tailBytes, comp.Snap)
 	if pref < 0 {
-		iv.rt.logEvent("compaction_skipped", map[string]any{"session": iv.sess.id, "reason": "no complete round beyond the inherited summary can be folded"})
-		return 0, "", nil
+		iv.rt.logEvent("compaction_skipped", map[string]any{"session": iv.sess.id, "mode": mode.String(), "reason": "no complete round beyond the inherited summary can be folded"})
+		return 0, nil
 	}
-	estimate := func(rs []conversations.Row) int {
-		msgs := append([]llm.Message{{Role: "system", Content: iv.system()}}, rowsToMessages(rs)...)
-		attachImages(iv.rt.p.StateDir, msgs, rs)
+	desc := iv.descriptor(ctx)
+	measure := func(rs []conversations.Row) int {
+		msgs := iv.project(rs, desc)
+		if mode == compactLocalExact {
+			return agent.Account(iv.request(msgs, tools)).Bytes()
+		}
 		return agent.EstimateTokens(msgs, tools)
 	}
-	before := estimate(rows)
+	before := measure(rows)
 	acc := ""
 	if lead > 0 {
 		acc = decodeContent(rows[0]).Text
@@ -249,16 +340,17 @@ func (iv *invoker) compact(ctx context.Context, rejected bool, tools []llm.Tool)
 	if fall != pref {
 		ends = append(ends, fall)
 	}
+	unit := mode.measureName()
 	for _, end := range ends {
 		cand := &candidate{cut: end}
 		if unavailable == "" && failure == nil {
-			next, err := refine.Advance(ctx, acc, transcriptParts(rows[pos:end]))
+			next, err := refine.Advance(ctx, acc, summarySource(rows[pos:end]))
 			switch {
 			case err == nil:
 				acc, pos = next, end
 				cand.text = acc
 			case ctx.Err() != nil:
-				return 0, "", context.Cause(ctx)
+				return 0, context.Cause(ctx)
 			case errors.Is(err, agent.ErrSummaryBudget):
 				unavailable = "budget"
 			case errors.Is(err, errSummaryRefused):
@@ -276,35 +368,38 @@ func (iv *invoker) compact(ctx context.Context, rejected bool, tools []llm.Tool)
 			cand.text = fmt.Sprintf("(%d earlier conversation rows were omitted to fit the model's context: the summary was unavailable (%s). "+
 				"Concrete details of that work may be lost; check the current state of files and records before relying on memory.)", end, unavailableReason(unavailable))
 		}
+		kept := protectedRows(rows[:end])
 		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary",
-			Content: rawJSON(map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted, "summary_calls": refine.Calls()})}
-		cand.rows = append(append([]conversations.Row{summary}, protectedRows(rows[:end])...), rows[end:]...)
-		cand.tokens = estimate(cand.rows)
-		if cand.tokens >= before {
-			iv.rt.logEvent("compaction_not_smaller", map[string]any{"session": iv.sess.id, "cut": end, "tokens_before": before, "tokens_after": cand.tokens})
+			Content: rawJSON(map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
+				"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()})}
+		cand.rows = append(append([]conversations.Row{summary}, kept...), rows[end:]...)
+		cand.size = measure(cand.rows)
+		if cand.size >= before {
+			iv.rt.logEvent("compaction_not_smaller", map[string]any{"session": iv.sess.id, "mode": mode.String(), "cut": end,
+				unit + "_before": before, unit + "_after": cand.size})
 			continue
 		}
-		if best == nil || cand.tokens < best.tokens {
+		if mode.prefer(best, cand) {
 			best = cand
 		}
-		if rejected || !iv.route.Budget.Over(cand.tokens) {
+		if mode == compactAuthoritative || (mode == compactPreventive && !iv.route.Budget.Over(cand.size)) {
 			break
 		}
 	}
 	if best == nil {
 		if failure != nil {
-			return 0, "", &CompactionBlockedError{Err: failure}
+			return 0, &CompactionBlockedError{Err: failure}
 		}
-		return 0, "", nil
+		return 0, nil
 	}
 	n, kept, err := iv.publishCompaction(cur, best.rows, len(rows))
 	if err != nil || n == 0 {
-		return 0, "", err
+		return 0, err
 	}
 	iv.rt.hint("conversation", iv.sess.id)
-	iv.rt.logEvent("session_compacted", map[string]any{"session": iv.sess.id, "segment": n, "covered_rows": best.cut, "kept_rows": kept,
-		"tokens_before": before, "tokens_after": best.tokens, "summary_calls": refine.Calls(), "omitted": best.omitted})
-	return best.cut, best.text, nil
+	iv.rt.logEvent("session_compacted", map[string]any{"session": iv.sess.id, "mode": mode.String(), "segment": n, "covered_rows": best.cut, "kept_rows": kept,
+		unit + "_before": before, unit + "_after": best.size, "summary_calls": refine.Calls(), "omitted": best.omitted})
+	return best.cut, nil
 }
 
 func unavailableReason(why string) string {
@@ -335,10 +430,11 @@ func (iv *invoker) publishCompaction(read conversations.Current, next []conversa
 	return n, len(next), err
 }
 
-// transcriptParts renders rows as plain text parts for the summarizer, one
-// per row it can read.
-func transcriptParts(rows []conversations.Row) []string {
-	var parts []string
+// summarySource renders rows as the summarizer's separately labeled
+// source, one plain-text part per row it can read: the recovery and
+// refusal facts first (RUNTIME FACT), then the history in order.
+func summarySource(rows []conversations.Row) []string {
+	var facts, history []string
 	for _, r := range rows {
 		c := decodeContent(r)
 		var s string
@@ -354,15 +450,18 @@ func transcriptParts(rows []conversations.Row) []string {
 		case "summary":
 			s = "EARLIER SUMMARY: " + c.Text
 		case "marker":
-			if c.Type == markerNotice {
+			switch {
+			case isFact(r):
+				facts = append(facts, agent.TruncateMarked("RUNTIME FACT: "+factText(r), maxTranscriptRowChars))
+			case c.Type == markerNotice:
 				s = "NOTICE: " + c.Text
 			}
 		}
 		if s != "" {
-			parts = append(parts, agent.TruncateMarked(s, maxTranscriptRowChars))
+			history = append(history, agent.TruncateMarked(s, maxTranscriptRowChars))
 		}
 	}
-	return parts
+	return append(facts, history...)
 }
 
 // errSummaryRefused marks a summary call the provider refused under its

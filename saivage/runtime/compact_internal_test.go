@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,9 +39,47 @@ func suffixBytes(rows []conversations.Row, i int) int {
 	return n
 }
 
+// parallelStep is one step whose calls ran in parallel pairs: two calls
+// start, then both results arrive.
+func (h *history) parallelStep(n, pairs, size int) {
+	h.rows = append(h.rows, conversations.Row{ID: fmt.Sprintf("a%d", n), Kind: "assistant", Content: rawJSON(map[string]string{"text": "step"})})
+	for p := range pairs {
+		ids := []string{fmt.Sprintf("c%d.%da", n, p), fmt.Sprintf("c%d.%db", n, p)}
+		for _, id := range ids {
+			h.rows = append(h.rows, conversations.Row{ID: id, Kind: "tool_call", Name: "read", CallID: id, Content: rawJSON(map[string]string{"arguments": "{}"})})
+		}
+		for _, id := range ids {
+			h.rows = append(h.rows, conversations.Row{ID: id + "r", Kind: "tool_result", Name: "read", CallID: id, Content: rawJSON(map[string]string{"content": strings.Repeat("x", size)})})
+		}
+	}
+}
+
+// separated reports whether cutting before rows[i] parts a call from its
+// result.
+func separated(rows []conversations.Row, i int) bool {
+	before := map[string]bool{}
+	for _, r := range rows[:i] {
+		if r.Kind == "tool_call" {
+			before[r.CallID] = true
+		}
+	}
+	for _, r := range rows[i:] {
+		if r.Kind == "tool_result" && before[r.CallID] {
+			return true
+		}
+	}
+	return false
+}
+
+// legalCut is the oracle for an atomic boundary: no call parted from its
+// result, and no assistant row parted from its step's first call.
+func legalCut(rows []conversations.Row, i int) bool {
+	return rows[i].Kind != "tool_result" && !separated(rows, i) && !(rows[i].Kind == "tool_call" && rows[i-1].Kind == "assistant")
+}
+
 func TestEndpoints(t *testing.T) {
 	// Three node rounds of ten steps (two 500-byte results each), then a
-	// newest round whose single step is 40 KB.
+	// newest round whose single step has twenty 2 KB results.
 	var h history
 	for n := range 3 {
 		h.node(n)
@@ -48,10 +87,16 @@ func TestEndpoints(t *testing.T) {
 			h.step(n*100+s, 2, 500)
 		}
 	}
-	rounds := h.rows
+	rounds := slices.Clone(h.rows)
 	h.node(9)
 	h.step(900, 20, 2000)
-	oversized := h.rows
+	oversized := slices.Clone(h.rows)
+	var p history
+	p.rows = slices.Clone(rounds)
+	p.node(9)
+	p.parallelStep(900, 10, 2000)
+	parallel := p.rows
+	summary := conversations.Row{ID: "s", Kind: "summary", Content: rawJSON(map[string]any{"text": "earlier", "protected": 0})}
 	for _, tc := range []struct {
 		name      string
 		rows      []conversations.Row
@@ -63,52 +108,55 @@ func TestEndpoints(t *testing.T) {
 		{"row-level", rounds, 0, 5000, false, false},
 		{"snapped whole rounds", rounds, 0, 14000, true, true},
 		{"oversized newest round, snapped", oversized, 0, 14000, true, false},
-		{"inherited summary", append([]conversations.Row{{ID: "s", Kind: "summary", Content: rawJSON(map[string]string{"text": "earlier"})}}, rounds...), 1, 5000, false, false},
+		{"oversized newest round, row-level", oversized, 0, 9000, false, false},
+		{"oversized newest round, parallel calls", parallel, 0, 9000, true, false},
+		{"tail smaller than one pair", oversized, 0, 1000, true, false},
+		{"inherited summary", append([]conversations.Row{summary}, rounds...), 1, 5000, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pref, fall := endpoints(tc.rows, tc.lead, tc.tail, tc.snap)
-			if pref <= tc.lead || fall < pref || fall >= len(tc.rows) {
-				t.Fatalf("endpoints = %d, %d over %d rows", pref, fall, len(tc.rows))
+			rows := tc.rows
+			pref, fall := endpoints(rows, tc.lead, tc.tail, tc.snap)
+			if pref <= tc.lead || fall < pref || fall >= len(rows) {
+				t.Fatalf("endpoints = %d, %d over %d rows", pref, fall, len(rows))
 			}
 			for _, i := range []int{pref, fall} {
-				if !boundary(tc.rows, i) {
-					t.Errorf("endpoint %d is inside a call/result bundle (%s)", i, tc.rows[i].Kind)
+				if !legalCut(rows, i) || !boundary(rows, i) {
+					t.Errorf("endpoint %d (%s) parts an atomic bundle", i, rows[i].Kind)
 				}
 			}
-			// The fallback is the furthest legal cut: no later boundary.
-			for i := fall + 1; i < len(tc.rows); i++ {
-				if boundary(tc.rows, i) {
-					t.Errorf("boundary %d lies beyond the fallback %d", i, fall)
+			// boundary agrees with the oracle everywhere.
+			for i := tc.lead + 1; i < len(rows); i++ {
+				if boundary(rows, i) != legalCut(rows, i) {
+					t.Errorf("boundary(%d, %s) = %v, the oracle says %v", i, rows[i].Kind, boundary(rows, i), legalCut(rows, i))
 				}
 			}
-			if got := roundStart(tc.rows, pref); got != tc.wantRound {
-				t.Errorf("preferred endpoint %d (%s) opens a round: %v", pref, tc.rows[pref].Kind, got)
+			// The fallback is the furthest legal cut.
+			for i := fall + 1; i < len(rows); i++ {
+				if legalCut(rows, i) {
+					t.Errorf("legal cut %d lies beyond the fallback %d", i, fall)
+				}
 			}
-			if tc.snap && tc.wantRound {
-				// Whole rounds that fit: the round before does not.
-				if suffixBytes(tc.rows, pref) > tc.tail {
-					t.Errorf("snapped tail %d exceeds %d", suffixBytes(tc.rows, pref), tc.tail)
+			if got := roundStart(rows, pref); got != tc.wantRound {
+				t.Errorf("preferred endpoint %d (%s) opens a round: %v", pref, rows[pref].Kind, got)
+			}
+			fits := func(i int) bool { return suffixBytes(rows, i) <= tc.tail }
+			if !fits(pref) {
+				// Only when not even the newest bundle fits.
+				if pref != fall || fits(fall) {
+					t.Errorf("kept suffix %d bytes exceeds the target %d", suffixBytes(rows, pref), tc.tail)
 				}
-				for i := pref - 1; i > 0; i-- {
-					if roundStart(tc.rows, i) {
-						if suffixBytes(tc.rows, i) <= tc.tail {
-							t.Errorf("a further fitting round starts at %d", i)
-						}
-						break
-					}
+				return
+			}
+			// The largest legal suffix within the target: no earlier cut of
+			// the same kind (a round start when snapped) fits too.
+			for i := pref - 1; i > tc.lead; i-- {
+				if tc.wantRound && !roundStart(rows, i) || !legalCut(rows, i) {
+					continue
 				}
-			} else if pref != fall {
-				// Row-level target snapped backward: the kept suffix is at
-				// least the tail, and the next boundary no longer reaches it.
-				if suffixBytes(tc.rows, pref) < tc.tail && pref > tc.lead+1 {
-					next := pref + 1
-					for next < len(tc.rows) && !boundary(tc.rows, next) {
-						next++
-					}
-					if suffixBytes(tc.rows, next) > tc.tail {
-						t.Errorf("target not snapped backward at %d", pref)
-					}
+				if fits(i) {
+					t.Errorf("the cut at %d keeps a larger suffix (%d bytes) within the target than %d", i, suffixBytes(rows, i), pref)
 				}
+				break
 			}
 		})
 	}
@@ -161,7 +209,7 @@ func TestFiveHundredRoundsStayWithinBudget(t *testing.T) {
 			seen += len(src)
 			return agent.Truncate(acc+" | folded "+fmt.Sprint(len(src)), 2000), nil
 		}}
-		parts := transcriptParts(h.rows[lead:pref])
+		parts := summarySource(h.rows[lead:pref])
 		next, err := r.Advance(context.Background(), acc, parts)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -182,4 +230,121 @@ func TestFiveHundredRoundsStayWithinBudget(t *testing.T) {
 		t.Errorf("compactions = %d, max calls = %d", compactions, maxCalls)
 	}
 	t.Logf("500 rounds: %d compactions, at most %d summary calls each", compactions, maxCalls)
+}
+
+// TestCompactModePrefer: candidates arrive in endpoint order (preferred,
+// then furthest); a later one replaces the best when it is smaller, and
+// for local-exact also on a tie (furthest endpoint).
+func TestCompactModePrefer(t *testing.T) {
+	for _, tc := range []struct {
+		mode  compactMode
+		sizes []int
+		want  int // index of the published candidate
+	}{
+		{compactPreventive, []int{90, 80}, 1},
+		{compactPreventive, []int{80, 80}, 0},
+		{compactPreventive, []int{70, 80}, 0},
+		{compactLocalExact, []int{80, 80}, 1},
+		{compactLocalExact, []int{70, 80}, 0},
+		{compactLocalExact, []int{90, 80}, 1},
+		{compactAuthoritative, []int{80, 80}, 0},
+	} {
+		var best *candidate
+		for i, s := range tc.sizes {
+			if c := (&candidate{cut: i, size: s}); tc.mode.prefer(best, c) {
+				best = c
+			}
+		}
+		if best.cut != tc.want {
+			t.Errorf("%s %v: published %d, want %d", tc.mode, tc.sizes, best.cut, tc.want)
+		}
+	}
+}
+
+// TestComposeContextProjection: generated sessions project in the spec's
+// order; the boundary appears only when history follows, and a compacted
+// segment's kept facts precede its node instructions.
+func TestComposeContextProjection(t *testing.T) {
+	var h history
+	h.node(1)
+	h.step(1, 1, 10)
+	refusal := markerRow("refusal-x", markerRefusal, map[string]any{"count": 1})
+	recovery := noticeRow(recoverySource+"x", "The runtime stopped during your previous turn.")
+	other := noticeRow("turn-x", "The previous turn ended with an error.")
+	h.rows = append(h.rows, refusal, recovery, other)
+	h.step(2, 1, 10)
+	uncompacted := slices.Clone(h.rows)
+	cut := len(h.rows) - 3 // the newest step stays
+	kept := protectedRows(h.rows[:cut])
+	summary := conversations.Row{ID: "s", Kind: "summary", Content: rawJSON(map[string]any{"text": "EARLIER", "protected": len(kept)})}
+	compacted := append(append([]conversations.Row{summary}, kept...), h.rows[cut:]...)
+	for _, tc := range []struct {
+		name string
+		rows []conversations.Row
+		desc string
+		want []string
+	}{
+		{"no history, no state", nil, "", []string{"system: SYS"}},
+		{"no history", nil, "STATE", []string{"system: SYS", "system: STATE"}},
+		{"uncompacted", uncompacted, "STATE", []string{"system: SYS", "system: " + provenanceBoundary, "user: node prompt",
+			"assistant: step", "tool: xxxxxxxxxx", "user: [Runtime notice] The runtime stopped", "user: [Runtime notice] The previous turn",
+			"assistant: step", "tool: xxxxxxxxxx", "system: STATE"}},
+		{"compacted", compacted, "STATE", []string{"system: SYS", "system: " + provenanceBoundary, "user: Summary of the earlier conversation",
+			"user: [Runtime fact] The provider refused", "user: [Runtime fact] The runtime stopped", "user: node prompt",
+			"assistant: step", "tool: xxxxxxxxxx", "system: STATE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := composeContextProjection(t.TempDir(), projectSegment(tc.rows, []string{"SYS"}, tc.desc))
+			if len(msgs) != len(tc.want) {
+				t.Fatalf("%d messages, want %d: %+v", len(msgs), len(tc.want), msgs)
+			}
+			for i, m := range msgs {
+				if got := m.Role + ": " + m.Content; !strings.HasPrefix(got, tc.want[i]) {
+					t.Errorf("message %d = %.80q, want %q", i, got, tc.want[i])
+				}
+			}
+		})
+	}
+	// The kept facts are the newest refusal and recovery notice only; the
+	// other notice is folded.
+	if len(kept) != 4 || kept[2].ID != refusal.ID || kept[3].ID != recovery.ID {
+		t.Errorf("protected rows = %+v", kept)
+	}
+	// The summarizer's source lists the facts before the history.
+	src := summarySource(h.rows[:cut])
+	if !strings.HasPrefix(src[0], "RUNTIME FACT: The provider refused") || !strings.HasPrefix(src[1], "RUNTIME FACT: The runtime stopped") ||
+		src[2] != "USER: node prompt" {
+		t.Errorf("summary source = %q", src)
+	}
+}
+
+// BenchmarkCompactionEndpoints measures choosing the endpoints over a
+// 2,000-row session whose newest step made 200 calls (every pair boundary
+// inside it is checked), and projecting the session.
+func BenchmarkCompactionEndpoints(b *testing.B) {
+	var h history
+	for n := range 20 {
+		h.node(n)
+		for s := range 20 {
+			h.step(n*100+s, 2, 400)
+		}
+	}
+	h.node(99)
+	h.step(9900, 200, 400)
+	b.Logf("%d rows", len(h.rows))
+	b.Run("endpoints", func(b *testing.B) {
+		for b.Loop() {
+			if p, f := endpoints(h.rows, 0, 30_000, true); p < 0 || f < p {
+				b.Fatal(p, f)
+			}
+		}
+	})
+	b.Run("projection", func(b *testing.B) {
+		dir := b.TempDir()
+		for b.Loop() {
+			if msgs := composeContextProjection(dir, projectSegment(h.rows, []string{"SYS"}, "STATE")); len(msgs) < 1000 {
+				b.Fatal(len(msgs))
+			}
+		}
+	})
 }

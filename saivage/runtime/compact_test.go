@@ -2,10 +2,12 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // smallWindow gives the gateway provider a 10,000-token window with 1,000
@@ -185,5 +187,287 @@ func TestSummaryFailureBlocksCompaction(t *testing.T) {
 	idx, err := e.p.Sessions.ReadIndex(e.p.Cards.SessionDir("project", "planner"), "agent:planner:project")
 	if err != nil || len(idx.Segments) != 1 {
 		t.Fatalf("segments = %+v, %v", idx.Segments, err)
+	}
+}
+
+// plannerRequests returns the messages of each planner request, in order,
+// as "role: content" lines (an assistant's calls as "call NAME").
+func plannerRequests(e *env) [][]string {
+	var out [][]string
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) != "planner@project" {
+			continue
+		}
+		var body struct {
+			Messages []struct {
+				Role      string `json:"role"`
+				Content   string `json:"content"`
+				ToolCalls []struct {
+					Function struct{ Name string } `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			e.t.Fatal(err)
+		}
+		var seq []string
+		for _, m := range body.Messages {
+			line := m.Role + ": " + m.Content
+			for _, c := range m.ToolCalls {
+				line = strings.TrimSuffix(line, " ") + " call " + c.Function.Name
+			}
+			seq = append(seq, line)
+		}
+		out = append(out, seq)
+	}
+	return out
+}
+
+// matchSequence checks a request's messages against want, one pattern per
+// message: "role: prefix" (the message starts with it).
+func matchSequence(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d messages, want %d:\n%s", what, len(got), len(want), strings.Join(got, "\n---\n"))
+		return
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("%s: message %d = %.160q, want it to start with %q", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestContextProjectionOrder: every planner request is the system prompt,
+// one provenance boundary, the history and the refreshed state as the final
+// system block. After a compaction the history is, in order, the summary,
+// the newest refusal fact, the node instructions and the uncovered suffix;
+// the summarizer's source lists the fact before the history.
+func TestContextProjectionOrder(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.script.Add("planner@project", llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"})
+	rejectionScript(e, finishRun()...)
+	e.script.Add("summary", text("SUMMARY: wrote notes.txt."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	const (
+		sys      = "system: "
+		boundary = "system: The conversation history follows."
+		state    = "system: Current state (refreshed for each model call)"
+		prompt   = "user: This card is starting for the first time."
+		read     = "tool:      1\tline of notes"
+		fact     = "user: [Runtime fact] The provider refused an earlier request of this conversation under its content policy (refusal 1;"
+	)
+	reqs := plannerRequests(e)
+	if len(reqs) < 6 {
+		t.Fatalf("planner requests = %d", len(reqs))
+	}
+	before := []string{sys, boundary, prompt, state}
+	matchSequence(t, "first request", reqs[0], before)
+	// The pinned retry after the refusal is the same request; the refusal
+	// marker itself is not history.
+	matchSequence(t, "retry after the refusal", reqs[1], before)
+	matchSequence(t, "rejected request", reqs[3], []string{sys, boundary, prompt,
+		"assistant: call write", "tool: ", "assistant: call read", read, state})
+	if strings.Contains(reqs[3][0], "boundary") || !strings.Contains(reqs[3][0], "You are the planner agent") {
+		t.Errorf("the first block is not the system prompt: %.100q", reqs[3][0])
+	}
+	matchSequence(t, "request after the compaction", reqs[4], []string{sys, boundary,
+		"user: Summary of the earlier conversation (older messages were compacted):\n\nSUMMARY: wrote notes.txt.",
+		fact, prompt, "assistant: call read", read, state})
+	src := summaryRequests(e)
+	if len(src) != 1 || !strings.HasPrefix(src[0], "RUNTIME FACT: The provider refused") ||
+		strings.Index(src[0], "RUNTIME FACT") > strings.Index(src[0], "USER: This card is starting") {
+		t.Errorf("summary source does not put the fact before the history: %.300q", src)
+	}
+	// Each later request keeps the order with the new suffix.
+	last := reqs[len(reqs)-1]
+	if last[1] != reqs[0][1] || !strings.HasPrefix(last[len(last)-1], state) || !strings.HasPrefix(last[3], fact) {
+		t.Errorf("last request lost the order:\n%s", strings.Join(last, "\n---\n"))
+	}
+}
+
+// finishRun is the rest of a classic run: the planner writes its plan and
+// finishes, then the reviewer's assessment.
+func finishRun() []llmtest.Reply {
+	return []llmtest.Reply{
+		call("write", map[string]any{"path": "record:plan", "content": "plan"}),
+		emit("done", "planned", nil),
+		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
+		emit("done", "ok", map[string]any{"verdict": "complete"}),
+	}
+}
+
+// exactWindow is smallWindow with preventive compaction off, so only local
+// admission (and a provider's rejection) compacts.
+func exactWindow(cfg string) string {
+	return strings.Replace(smallWindow(cfg), "compaction:\n  enabled: true", "compaction:\n  enabled: false", 1)
+}
+
+// compactions returns the session_compacted events' data.
+func compactions(e *env) []map[string]any {
+	var out []map[string]any
+	for _, ev := range e.events("session_compacted") {
+		out = append(out, ev.Data)
+	}
+	return out
+}
+
+// TestLocalExactCompactionBeforeIO: a request whose exact accounting
+// (ceil(body bytes/4) plus image reservations) exceeds the usable input is
+// never sent: one local-exact compaction first weighs both endpoints by
+// accounting bytes and publishes the one with fewer, and the rebuilt
+// request fits.
+func TestLocalExactCompactionBeforeIO(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: exactWindow})
+	notes := func(tag string) string { return strings.Repeat(tag+" ", 1300) }
+	var steps []llmtest.Reply
+	for i := range 8 {
+		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
+	}
+	e.script.Add("planner@project", append(steps, finishRun()...)...)
+	e.script.Add("summary", text("NEAR: wrote the first notes."), text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" && (len(r.Raw)+3)/4 > 8000 {
+			t.Errorf("a planner request of about %d tokens was sent beyond the usable input of 8000", (len(r.Raw)+3)/4)
+		}
+	}
+	cs := compactions(e)
+	if len(cs) == 0 {
+		t.Fatal("no compaction")
+	}
+	c := cs[0]
+	if c["mode"] != "local_exact" || c["accounting_bytes_after"].(float64) >= c["accounting_bytes_before"].(float64) {
+		t.Fatalf("first compaction = %+v", c)
+	}
+	// Both endpoints were folded (one sequential accumulator: two calls)
+	// and the furthest, with fewer accounting bytes, was published.
+	if c["summary_calls"].(float64) != 2 {
+		t.Errorf("summary calls = %v, want both endpoints weighed", c["summary_calls"])
+	}
+	// The furthest legal cut keeps only the newest step (assistant, call,
+	// result) after the summary and the node's marker and prompt.
+	rows := e.rows("project", "planner")
+	if len(cs) != 1 || c["kept_rows"].(float64) != 6 || !strings.Contains(string(rows[0].Content), "FAR: wrote n0 to n6.") {
+		t.Errorf("published candidate is not the furthest endpoint's: %+v, %s", c, rows[0].Content)
+	}
+	if len(e.events("compaction_not_smaller")) != 0 || len(e.events("admission_refused")) != 0 {
+		t.Errorf("unexpected refusal events")
+	}
+}
+
+// TestLocalAdmissionRefusesWhatCannotFit: when the one local-exact pass
+// cannot bring the request within the usable input (the newest bundle
+// alone is too large), it is refused before any I/O: no second pass, and
+// the node blocks saying it was not sent.
+func TestLocalAdmissionRefusesWhatCannotFit(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: exactWindow})
+	e.script.Add("planner@project", call("write", map[string]any{"path": "huge.txt", "content": strings.Repeat("huge ", 9000)}))
+	e.script.Add("summary", text("S: the node began."))
+	sum := runToEnd(t, e)
+	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "it was not sent") {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := e.script.Count("planner@project"); n != 1 {
+		t.Errorf("planner requests = %d, want only the one before the write", n)
+	}
+	if n := e.script.Count("summary"); n > 1 {
+		t.Errorf("summary calls = %d: more than one local pass", n)
+	}
+	ev := e.events("admission_refused")
+	if len(ev) != 1 || ev[0].Data["tokens"].(float64) <= 8000 {
+		t.Fatalf("admission_refused = %+v", ev)
+	}
+}
+
+// TestAuthoritativeCompactionAcceptsFirstReductionOnce: after the
+// provider's context rejection the first candidate with fewer tokens is
+// published (the preferred endpoint: one summary call, the fallback never
+// folded); a second rejection is final — no third request.
+func TestAuthoritativeCompactionAcceptsFirstReductionOnce(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var steps []llmtest.Reply
+	for i := range 6 {
+		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": strings.Repeat("note ", 400)}))
+	}
+	reject := llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"}
+	e.script.Add("planner@project", append(steps, reject, reject, text("never asked"))...)
+	e.script.Add("summary", text("FIRST: wrote the early notes."), text("never asked"))
+	sum := runToEnd(t, e)
+	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "still too large for the model after compaction") {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := e.script.Count("planner@project"); n != 8 {
+		t.Errorf("planner requests = %d, want 6 steps and 2 rejected passes", n)
+	}
+	if n := e.script.Count("summary"); n != 1 {
+		t.Errorf("summary calls = %d, want 1 (first reduction accepted)", n)
+	}
+	cs := compactions(e)
+	if len(cs) != 1 || cs[0]["mode"] != "authoritative" || cs[0]["tokens_after"].(float64) >= cs[0]["tokens_before"].(float64) {
+		t.Fatalf("compactions = %+v", cs)
+	}
+	// The preferred endpoint keeps more than the furthest legal cut (the
+	// newest step's assistant row) would.
+	rows := e.rows("project", "planner")
+	kept := 0
+	for _, r := range rows {
+		if r.Kind == "assistant" {
+			kept++
+		}
+	}
+	if kept < 2 {
+		t.Errorf("kept %d steps: the furthest endpoint was used, not the first reduction", kept)
+	}
+}
+
+// TestOversizedNewestRoundSplitsBetweenPairs: a single step whose calls
+// outgrow the tail is split at a call/result pair boundary — the older
+// pairs are folded with the step's assistant row, the newest pair is kept
+// whole — and the provider receives that pair as a call and its result.
+func TestOversizedNewestRoundSplitsBetweenPairs(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: smallWindow})
+	var many llmtest.Reply
+	for i := range 8 {
+		many.ToolCalls = append(many.ToolCalls, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": strings.Repeat(fmt.Sprintf("P%d ", i), 1300)}).ToolCalls...)
+	}
+	e.script.Add("planner@project", append([]llmtest.Reply{many}, finishRun()...)...)
+	e.script.Add("summary", text("FOLD 1."), text("FOLD 2."), text("FOLD 3."), text("FOLD 4."), text("FOLD 5."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	segs, err := e.p.Sessions.Load(e.p.Cards.SessionDir("project", "planner"), "agent:planner:project", state.TailTruncate)
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("segments = %d, %v", len(segs), err)
+	}
+	rows := segs[1]
+	// summary, node marker, prompt, then the newest pair whole.
+	if len(rows) < 5 || rows[0].Kind != "summary" || rows[3].Kind != "tool_call" || rows[4].Kind != "tool_result" || rows[3].CallID != rows[4].CallID ||
+		rows[3].CallID != many.ToolCalls[7].ID {
+		t.Fatalf("compacted segment does not keep the newest pair: %+v", rows[:min(len(rows), 5)])
+	}
+	var sum struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(rows[0].Content, &sum)
+	var after string
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" && sum.Text != "" && strings.Contains(string(r.Raw), "earlier conversation (older messages were compacted):\\n\\n"+sum.Text) {
+			after = string(r.Raw)
+			break
+		}
+	}
+	if after == "" || strings.Contains(after, "P6 P6") || !strings.Contains(after, "P7 P7") ||
+		strings.Count(after, many.ToolCalls[7].ID) != 2 {
+		t.Errorf("the request after the split does not carry exactly the newest call and its result: %.2000s", after)
+	}
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" && (len(r.Raw)+3)/4 > 8000 {
+			t.Errorf("a planner request of about %d tokens exceeds the usable input", (len(r.Raw)+3)/4)
+		}
 	}
 }

@@ -104,21 +104,14 @@ const (
 	exchangeVersion    = 1
 )
 
-// messages builds the provider context from the session.
+// messages builds the provider context from the session
+// (composeContextProjection).
 func (iv *invoker) messages(ctx context.Context) ([]llm.Message, error) {
 	cur, err := iv.sess.current()
 	if err != nil {
 		return nil, err
 	}
-	msgs := []llm.Message{{Role: "system", Content: iv.system()}}
-	msgs = append(msgs, rowsToMessages(cur.Rows)...)
-	attachImages(iv.rt.p.StateDir, msgs, cur.Rows)
-	if iv.tail != nil {
-		if t := iv.tail(ctx); t != "" {
-			msgs = append(msgs, llm.Message{Role: "system", Content: t})
-		}
-	}
-	return msgs, nil
+	return iv.project(cur.Rows, iv.descriptor(ctx)), nil
 }
 
 // ChatStream implements agent.Model.
@@ -134,15 +127,15 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	if err != nil {
 		return nil, err
 	}
-	compactor := sessionCompactor{iv}
-	if c, err := compactor.Compact(ctx, agent.CompactStep{Messages: msgs, Tools: req.Tools}); err != nil {
+	if msgs, _, err = iv.maintain(ctx, compactPreventive, msgs, req.Tools); err != nil {
 		return nil, err
-	} else if c != nil {
-		msgs = c.Messages
+	}
+	if msgs, err = iv.admit(ctx, msgs, req.Tools); err != nil {
+		return nil, err
 	}
 	compacted, retries := false, retryPolicy().Start()
 	for {
-		creq := &llm.ChatRequest{Model: iv.route.Public, Messages: msgs, Tools: req.Tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
+		creq := iv.request(msgs, req.Tools)
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
 		resp, attempts, err := iv.send(ctx, creq, onChunk, "primary")
 		if err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == "content_filter" {
@@ -160,14 +153,14 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 				return nil, fmt.Errorf("the request is still too large for the model after compaction: %w", err)
 			}
 			compacted = true
-			c, cerr := compactor.Compact(ctx, agent.CompactStep{Messages: msgs, Tools: req.Tools, Rejected: true})
+			next, ok, cerr := iv.maintain(ctx, compactAuthoritative, msgs, req.Tools)
 			if cerr != nil {
 				return nil, cerr
 			}
-			if c == nil {
+			if !ok {
 				return nil, fmt.Errorf("the request is too large for the model and nothing can be compacted: %w", err)
 			}
-			msgs = c.Messages
+			msgs = next
 		case agent.ErrContentPolicy:
 			iv.refusals++
 			_ = iv.sess.append(markerRow("refusal-"+state.NewUUID(), markerRefusal, map[string]any{"count": iv.refusals, "error": iv.rt.redact(err.Error())}))

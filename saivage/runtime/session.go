@@ -248,7 +248,7 @@ func (s *session) settle(notifyPending bool) (string, error) {
 		return "", nil
 	}
 	last := rows[len(rows)-1]
-	src := "recovery-" + state.NewUUID()
+	src := recoverySource + state.NewUUID()
 	switch {
 	case last.Kind == "tool_call":
 		return "tool_pending", s.append(
