@@ -206,6 +206,9 @@ func Build(names []string, env *Env) ([]agent.Tool, error) {
 	if err := requireSourceGate(names, env); err != nil {
 		return nil, err
 	}
+	if err := checkWriterBinding(names, env); err != nil {
+		return nil, err
+	}
 	bound := make([]agent.Tool, 0, len(names))
 	var missing []string
 	for _, n := range names {
