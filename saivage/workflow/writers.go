@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -44,8 +46,9 @@ func QualityProvider(name string) string {
 
 // MCPProvider is the canonical provider identity of MCP server name: a
 // stdio server's program by its absolute, symlink-resolved path (an
-// existing executable file) and its exact arguments, an HTTP server by its
-// URL with the scheme and host lower-cased. A bare program name looked up
+// existing executable file) and a digest of its exact arguments, an HTTP
+// server by its URL with the scheme and host lower-cased (user info and
+// query, which may hold credentials, only as a digest). A bare program name looked up
 // in PATH is not canonical: PATH decides what it runs.
 func MCPProvider(name, command string, args []string, rawURL string) (string, error) {
 	if command != "" {
@@ -60,18 +63,33 @@ func MCPProvider(name, command string, args []string, rawURL string) (string, er
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 			return "", fmt.Errorf("command %s is not an executable file (%s)", command, real)
 		}
-		q := make([]string, len(args))
-		for i, a := range args {
-			q[i] = strconv.Quote(a)
+		id := providerMCP + name + "=stdio:" + strconv.Quote(real)
+		if len(args) > 0 {
+			q := make([]string, len(args))
+			for i, a := range args {
+				q[i] = strconv.Quote(a)
+			}
+			id += " args " + digest(strings.Join(q, " "))
 		}
-		return providerMCP + name + "=stdio:" + strings.Join(append([]string{strconv.Quote(real)}, q...), " "), nil
+		return id, nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("url %q is not an http(s) URL", rawURL)
+		return "", fmt.Errorf("the url is not an http(s) URL")
 	}
 	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-	return providerMCP + name + "=" + u.String(), nil
+	id := providerMCP + name + "=" + u.Scheme + "://" + u.Host + u.EscapedPath()
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		id += " " + digest(u.String())
+	}
+	return id, nil
+}
+
+// digest stands for identity parts that may carry credentials (arguments,
+// URL user info and query): identities appear in refusals.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:6])
 }
 
 // WriterProviders returns the canonical provider identities the compiled

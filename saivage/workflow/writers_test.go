@@ -95,7 +95,7 @@ func TestGitWriterProvidersAtDeclaration(t *testing.T) {
 		cfg, files := classicGit(t)
 		cfg.MCPServers = map[string]config.MCPServer{
 			"fs":     {Command: link, Args: []string{"--root", "."}},
-			"remote": {Transport: "http", URL: "HTTPS://MCP.Example.COM/v1"},
+			"remote": {Transport: "http", URL: "HTTPS://user:secret-pw@MCP.Example.COM/v1?key=secret-key"},
 			"off":    {Command: "npx", Disabled: true},
 		}
 		a := cfg.Agents["executor"]
@@ -107,9 +107,21 @@ func TestGitWriterProvidersAtDeclaration(t *testing.T) {
 		}
 		pol := set.Git()
 		got, ok := pol.WriterProviders("executor", "mcp_tool_call")
-		want := []string{`mcp:fs=stdio:"` + prog + `" "--root" "."`, "mcp:remote=https://mcp.example.com/v1"}
+		want := []string{`mcp:fs=stdio:"` + prog + `" args sha256:`, "mcp:remote=https://mcp.example.com/v1 sha256:"}
+		for i := range got {
+			if i < len(want) && strings.HasPrefix(got[i], want[i]) {
+				want[i] = got[i]
+			}
+		}
 		if !ok || !slices.Equal(got, want) {
 			t.Errorf("executor mcp_tool_call providers = %v %v, want %v (symlink resolved, host lower-cased, disabled server left out)", got, ok, want)
+		}
+		if strings.Contains(strings.Join(got, " "), "secret") || strings.Contains(strings.Join(got, " "), "--root") {
+			t.Errorf("identities carry arguments or credentials: %v", got)
+		}
+		other, _ := workflow.MCPProvider("remote", "", nil, "https://user:other-pw@mcp.example.com/v1?key=secret-key")
+		if slices.Contains(got, other) {
+			t.Error("a different credential in the URL gives the same identity")
 		}
 		if got, _ := pol.WriterProviders("executor", "run_command"); !slices.Equal(got, []string{workflow.ProviderProcess}) {
 			t.Errorf("run_command providers = %v", got)
