@@ -96,6 +96,12 @@ func TestGitSourceGateAdmitsAnalystWrites(t *testing.T) {
 	e.fileIs(".saivage/work/patch-note.txt", "")
 	// Non-source destinations alone stay writable during the Run.
 	allowed(e.operate(runtime.PrincipalOperator, "write", map[string]any{"path": ".saivage/work/during.txt", "content": "ok\n"}))
+	// A link under .saivage/work is classified by what it resolves to.
+	if err := os.Symlink(filepath.Join(e.dir, "README.md"), filepath.Join(e.dir, ".saivage", "work", "readme-link")); err != nil {
+		t.Fatal(err)
+	}
+	refused(e.operate(runtime.PrincipalOperator, "write", map[string]any{"path": ".saivage/work/readme-link", "content": "via link\n"}), "README.md is source")
+	e.fileIs("README.md", "# demo\n")
 	// The internal Analyst's own write goes through the same gate.
 	e.script.Add("analyst", call("write", map[string]any{"path": "README.md", "content": "from the analyst\n"}), text("I could not write it."))
 	if _, _, err := e.rt.Analyst().Submit(ctx, "Change the README."); err != nil {
@@ -118,8 +124,8 @@ func TestGitSourceGateAdmitsAnalystWrites(t *testing.T) {
 	// Stopped, but the Run left HEAD detached at the root's source.
 	refused(e.operate(runtime.PrincipalOperator, "write", map[string]any{"path": "README.md", "content": "after\n"}), "not at the exact delivery", "detached HEAD")
 	e.fileIs("README.md", "# demo\n")
-	if n := len(e.events("source_write_refused")); n != 5 {
-		t.Errorf("source_write_refused events = %d, want 5", n)
+	if n := len(e.events("source_write_refused")); n != 6 {
+		t.Errorf("source_write_refused events = %d, want 6", n)
 	}
 	// Back on the delivery branch at the root's tip: admitted again.
 	git(t, e.dir, "checkout", "-q", "main")
