@@ -17,7 +17,13 @@ import (
 
 func classic(t *testing.T) (*config.Config, fs.FS) {
 	t.Helper()
-	tpl, err := templates.Lookup("classic")
+	return templateConfig(t, "classic")
+}
+
+// templateConfig returns a built-in template's configuration and files.
+func templateConfig(t *testing.T, name string) (*config.Config, fs.FS) {
+	t.Helper()
+	tpl, err := templates.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}

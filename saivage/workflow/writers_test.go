@@ -12,21 +12,12 @@ import (
 	"testing"
 
 	"github.com/agentstack/agentstack/saivage/config"
-	"github.com/agentstack/agentstack/saivage/templates"
 	"github.com/agentstack/agentstack/saivage/workflow"
 )
 
 func classicGit(t *testing.T) (*config.Config, fs.FS) {
 	t.Helper()
-	tpl, err := templates.Lookup("classic-git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := tpl.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, tpl.Files()
+	return templateConfig(t, "classic-git")
 }
 
 // executable writes a runnable script and returns its path.
