@@ -206,11 +206,15 @@ func New(opts Options) (*Runtime, error) {
 
 // toolEnv is the tool environment shared by card and global callers.
 func (rt *Runtime) toolEnv(caller tools.Caller) *tools.Env {
-	return &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
+	env := &tools.Env{Root: rt.root(), StateDir: filepath.Join(rt.root(), ".saivage"), Cards: rt.p.Cards, Workflows: rt.p.Workflows,
 		Config: rt.p.Config, Processes: rt.procs, RecordMu: &rt.recordMu, Runtime: toolRuntime{rt}, Hints: rt.opts.Hints,
 		Events: rt, Evidence: evidence{rt}, MCP: rt.mcp, HTTPClient: rt.opts.HTTPClient, Redact: rt.redact,
 		WebSearch: rt.opts.WebSearch, Retrieval: rt.opts.Retrieval, Quality: rt.opts.Quality, RestartServer: rt.opts.RestartServer,
 		Caller: caller}
+	if rt.src != nil && caller.Global() {
+		env.SourceGate = rt.src.admitFiles
+	}
+	return env
 }
 
 // Project returns the runtime's project.

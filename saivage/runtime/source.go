@@ -27,6 +27,7 @@ type sourceRepo interface {
 	DeliverToBranch(ctx context.Context, root string) (gitsource.Delivery, error)
 	SnapshotRebase(ctx context.Context, card string) (gitsource.Snapshot, error)
 	ReturnSnapshot(ctx context.Context, snap gitsource.Snapshot) (gitsource.Tuple, error)
+	CheckDelivery(ctx context.Context) (gitsource.Qualification, error)
 }
 
 // source sequences the native Git workflow for the Supervisor: card entry

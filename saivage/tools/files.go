@@ -211,6 +211,9 @@ func writeTool(env *Env) agent.Tool {
 			if err != nil {
 				return failf("%v", err), nil
 			}
+			if err := env.admitFiles(ctx, p); err != nil {
+				return failf("%v", err), nil
+			}
 			existed, err := writeFile(p, []byte(a.Content))
 			if err != nil {
 				return failf("%v", cleanErr(err, env.display(p))), nil
@@ -287,6 +290,9 @@ func editTool(env *Env) agent.Tool {
 			}
 			p, err := env.writePath(a.Path)
 			if err != nil {
+				return failf("%v", err), nil
+			}
+			if err := env.admitFiles(ctx, p); err != nil {
 				return failf("%v", err), nil
 			}
 			data, err := os.ReadFile(p)

@@ -78,13 +78,19 @@ func TestRoleToolsMatchSpecRowsForEveryTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := &tools.Env{Root: dir, StateDir: filepath.Join(dir, ".saivage"), Cards: p.Cards, Workflows: p.Workflows, Config: p.Config}
+			// Bound as the runtime composes them: each agent by name, global
+			// agents with the Supervisor's source gate (checked at binding
+			// under the Git workflow).
+			env := func(agent string) *tools.Env {
+				return &tools.Env{Root: dir, StateDir: filepath.Join(dir, ".saivage"), Cards: p.Cards, Workflows: p.Workflows, Config: p.Config,
+					Caller: tools.Caller{Agent: agent}, SourceGate: func(context.Context, []string) error { return nil }}
+			}
 			for role, want := range rows {
 				ag, ok := p.Workflows.Agent(role)
 				if !ok {
 					t.Fatalf("no agent %s", role)
 				}
-				if got := boundNames(t, env, ag.BoundTools()); got != want {
+				if got := boundNames(t, env(role), ag.BoundTools()); got != want {
 					t.Errorf("%s bound %s\nspec row  %s", role, got, want)
 				}
 			}
@@ -96,7 +102,7 @@ func TestRoleToolsMatchSpecRowsForEveryTemplate(t *testing.T) {
 					if nd.Kind != workflow.NodeAgent {
 						continue
 					}
-					if got := boundNames(t, env, nd.Tools); got != rows[nd.Agent] {
+					if got := boundNames(t, env(nd.Agent), nd.Tools); got != rows[nd.Agent] {
 						t.Errorf("%s.%s (%s) bound %s\nspec row %s", ct, nn, nd.Agent, got, rows[nd.Agent])
 					}
 				}

@@ -254,13 +254,31 @@ func applyPatchTool(env *Env) agent.Tool {
 			if err != nil {
 				return failf("invalid patch: %v", err), nil
 			}
+			// Every destination is admitted (writePath, then the source
+			// gate for all of them at once) before any file is read or
+			// changed: one refused destination refuses the whole patch.
+			dests := make([][2]string, len(fps))
+			var all []string
+			for i, fp := range fps {
+				for j, rel := range []string{fp.Path, fp.MoveTo} {
+					if rel == "" {
+						continue
+					}
+					p, err := env.writePath(rel)
+					if err != nil {
+						return failf("%v", err), nil
+					}
+					dests[i][j] = p
+					all = append(all, p)
+				}
+			}
+			if err := env.admitFiles(ctx, all...); err != nil {
+				return failf("%v", err), nil
+			}
 			var plan []plannedEffect
 			var summary []string
-			for _, fp := range fps {
-				p, err := env.writePath(fp.Path)
-				if err != nil {
-					return failf("%v", err), nil
-				}
+			for i, fp := range fps {
+				p := dests[i][0]
 				_, statErr := os.Stat(p)
 				exists := statErr == nil
 				switch fp.Op {
@@ -287,10 +305,7 @@ func applyPatchTool(env *Env) agent.Tool {
 					}
 					w := plannedEffect{path: p, content: []byte(out)}
 					if fp.MoveTo != "" {
-						dst, err := env.writePath(fp.MoveTo)
-						if err != nil {
-							return failf("%v", err), nil
-						}
+						dst := dests[i][1]
 						if _, err := os.Lstat(dst); !errors.Is(err, fs.ErrNotExist) {
 							return failf("cannot move %s to %s: the destination exists", fp.Path, fp.MoveTo), nil
 						}

@@ -158,6 +158,9 @@ type Env struct {
 	// AfterActivation is called after activate_card returned (the Planner
 	// observed fresh descendant state).
 	AfterActivation func()
+	// SourceGate admits a global caller's file writes under the native Git
+	// workflow (required then); nil otherwise.
+	SourceGate SourceGate
 }
 
 func (e *Env) redact(s string) string {
@@ -200,6 +203,12 @@ func Names() []string {
 // compiler admits only names this build provides, so a name without a
 // factory is an error naming it, never a silent drop.
 func Build(names []string, env *Env) ([]agent.Tool, error) {
+	if err := requireSourceGate(names, env); err != nil {
+		return nil, err
+	}
+	if err := checkWriterBinding(names, env); err != nil {
+		return nil, err
+	}
 	bound := make([]agent.Tool, 0, len(names))
 	var missing []string
 	for _, n := range names {

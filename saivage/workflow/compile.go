@@ -121,6 +121,9 @@ func Compile(ctx context.Context, cfg *config.Config, opts Options) (*Set, error
 		if err := c.checkGitAgents(set.agents); err != nil {
 			return nil, err
 		}
+		if err := c.checkGitWriters(set.git, set.agents); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range sorted(cfg.CardTypes) {
 		if err := ctx.Err(); err != nil {

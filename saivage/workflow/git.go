@@ -40,6 +40,10 @@ type GitPolicy struct {
 	// Digest identifies this exact policy; a commissioned root records it
 	// and a later start must compile the same digest.
 	Digest string `json:"-"`
+	// writers are the canonical provider identities of each agent's
+	// declared writer tools (writers.go); not part of the digest, since a
+	// changed MCP declaration is a restart, not a new commissioning.
+	writers map[string]map[string][]string
 }
 
 // ReviewBinding is a card type's approving review: the node and the
