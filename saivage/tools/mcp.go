@@ -186,8 +186,8 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 	if action == "start" || action == "restart" {
 		m.mu.Lock()
 		b := m.startLocked(name)
-		started = b
 		m.mu.Unlock()
+		started = b
 		// The bridge's own budget decides; the grace lets its verdict (ready
 		// or "did not start within") arrive before this wait gives up.
 		wctx, cancel := context.WithTimeout(ctx, m.startBudget()+10*time.Second)

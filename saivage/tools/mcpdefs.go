@@ -77,8 +77,8 @@ var ErrMCPFrozen = errors.New("the Git workflow is on (git_workflow.enabled: tru
 // replace, unregister and loading persisted dynamic definitions are
 // refused, and each server's tools are pinned to the catalog first bound
 // (see exposedLocked). Listing, starting, stopping and calling existing
-// servers are unchanged. There is no way back: only a restart with the workflow off
-// unfreezes.
+// servers are unchanged. There is no way back: only a restart with the
+// workflow off unfreezes.
 func (m *MCPServers) Freeze() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
