@@ -38,6 +38,7 @@ type source struct {
 	rt     *Runtime
 	repo   sourceRepo
 	policy *workflow.GitPolicy
+	ops    sourceOps // orders source operations with urgent claims
 }
 
 // heldError is source that blocks execution; its text says why.
@@ -73,6 +74,11 @@ func setTuple(f *cards.SourceFacts, t gitsource.Tuple) {
 // enter selects a card's source before any provider admission: a child
 // gets its private ref at the parent's exact tuple.
 func (s *source) enter(ctx context.Context, c cards.Card) error {
+	release, err := s.ops.acquire(ctx, "enter the source of "+c.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	t, err := s.repo.Enter(ctx, gitsource.EnterOptions{Card: c.ID, Parent: c.Parent})
 	if err != nil {
 		var dirty *gitsource.DirtyError
@@ -165,6 +171,11 @@ func (s *source) ready(ctx context.Context, ne *nodeExec, tr workflow.Transition
 // source, then verify the checkout equals the new checkpoint (hooks run
 // by the commit may have rewritten the index).
 func (s *source) CheckpointSource(ctx context.Context, card, message string) (tools.SourceCheckpoint, error) {
+	release, err := s.ops.acquire(ctx, "checkpoint_source")
+	if err != nil {
+		return tools.SourceCheckpoint{}, err
+	}
+	defer release()
 	msg := ""
 	if strings.TrimSpace(message) != "" {
 		msg = fmt.Sprintf("saivage: checkpoint card %s: %s", card, strings.TrimSpace(message))
@@ -196,6 +207,11 @@ func (s *source) CheckpointSource(ctx context.Context, card, message string) (to
 // are published before the outcome. A conflict preserves the failed
 // rebase and returns the correction to run (the card stays running).
 func (s *source) settle(ctx context.Context, act *activation, res *nodeResult) (correct bool, err error) {
+	release, err := s.ops.acquire(ctx, "settle the source of "+act.card.ID)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	id, parent := act.card.ID, act.card.Parent
 	if res.terminal != "DONE" {
 		return false, s.returnToParent(ctx, act)

@@ -153,6 +153,9 @@ func (rt *Runtime) runLoop(ctx context.Context, runID string, done chan struct{}
 	switch {
 	case errors.Is(context.Cause(ctx), errHalt):
 		sum.Outcome = "stopped"
+		if c := context.Cause(ctx); c != errHalt {
+			sum.Reason = c.Error() // a halt with a reason (a refused urgent continuation)
+		}
 		// Stop settles the status after joining.
 	case err != nil:
 		sum.Outcome, sum.Reason = "error", err.Error()

@@ -118,6 +118,13 @@ func (rt *Runtime) UrgentNotify(ctx context.Context, card, author, text string) 
 		res.Suppressed = "no live owner: the messages wait for their recipients"
 		return res, nil
 	}
+	// Under the Git workflow the claim waits for source settlement: no
+	// entry, checkpoint or delivery is cancelled halfway.
+	release, err := rt.awaitSettled(ctx, card)
+	if err != nil {
+		return res, err
+	}
+	defer release()
 	// Claim: the exact active suffix below the owner (the root itself for a
 	// root replacement), decided under the Supervisor lock.
 	rt.mu.Lock()
@@ -149,13 +156,28 @@ func (rt *Runtime) UrgentNotify(ctx context.Context, card, author, text string) 
 }
 
 // urgentStop settles an activation claimed by an urgent notification: its
-// sessions are settled and the card is published stopped (descendants
-// already were: activations unwind leaf to root).
+// source returns to the parent (Git workflow), its sessions are settled
+// and the card is published stopped (descendants already were:
+// activations unwind leaf to root). Held source refuses the continuation;
+// once the Run halts, the source stays as the halt leaves it.
 func (rt *Runtime) urgentStop(ctx context.Context, id string, cause error) (tools.ChildOutcome, error) {
-	if err := rt.recoverCard(context.WithoutCancel(ctx), id); err != nil {
+	halting := errors.Is(context.Cause(ctx), errHalt) // e.g. a continuation already refused below
+	ctx = context.WithoutCancel(ctx)
+	held := ""
+	if rt.src != nil && !halting {
+		var err error
+		if held, err = rt.src.urgentReturn(ctx, id); err != nil {
+			return tools.ChildOutcome{}, err
+		}
+	}
+	if err := rt.recoverCard(ctx, id); err != nil {
 		return tools.ChildOutcome{}, err
 	}
-	return tools.ChildOutcome{Card: id, Status: string(cards.Stopped), Reason: cause.Error() + "; read your notifications, then decide how to continue"}, nil
+	reason := cause.Error() + "; read your notifications, then decide how to continue"
+	if held != "" {
+		reason = rt.refuseContinuation(id, held)
+	}
+	return tools.ChildOutcome{Card: id, Status: string(cards.Stopped), Reason: reason}, nil
 }
 
 func clip(s string, n int) string {

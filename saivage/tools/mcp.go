@@ -48,8 +48,10 @@ type MCPServers struct {
 	pub      *state.Publisher
 	dynamic  map[string]MCPDefinition
 	catalogs map[string]mcpCatalog
-	// frozen refuses every change to the server set (see Freeze).
+	// frozen refuses every change to the server set (see Freeze);
+	// pins are the catalogs it bound, which survive stop and restart.
 	frozen bool
+	pins   map[string]mcpPin
 	// StartBudget replaces MCPStartBudget when positive (tests).
 	StartBudget time.Duration
 }
@@ -73,7 +75,8 @@ func (m *MCPServers) startBudget() time.Duration {
 // NewMCPServers prepares the enabled servers of cfg; commands run in dir.
 func NewMCPServers(servers map[string]config.MCPServer, dir string, logger *slog.Logger) *MCPServers {
 	m := &MCPServers{cfgs: map[string]mcpbridge.ServerConfig{}, auto: map[string]bool{}, bridges: map[string]*mcpbridge.Bridge{}, log: logger,
-		dir: dir, yaml: map[string]bool{}, dynamic: map[string]MCPDefinition{}, catalogs: map[string]mcpCatalog{}}
+		dir: dir, yaml: map[string]bool{}, dynamic: map[string]MCPDefinition{}, catalogs: map[string]mcpCatalog{},
+		pins: map[string]mcpPin{}}
 	for name, s := range servers {
 		m.yaml[name] = true
 		if s.Disabled {
@@ -120,6 +123,9 @@ func (m *MCPServers) Status() []MCPStatus {
 		if b, ok := m.bridges[name]; ok {
 			s := b.Status()[0]
 			st.State, st.Tools, st.LastError = string(s.State), s.Tools, s.LastError
+			if m.frozen {
+				st.Tools = len(m.exposedLocked(name, b))
+			}
 		}
 		out = append(out, st)
 	}
@@ -176,10 +182,12 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 	if stop != nil {
 		_ = stop.Close()
 	}
+	var started *mcpbridge.Bridge
 	if action == "start" || action == "restart" {
 		m.mu.Lock()
 		b := m.startLocked(name)
 		m.mu.Unlock()
+		started = b
 		// The bridge's own budget decides; the grace lets its verdict (ready
 		// or "did not start within") arrive before this wait gives up.
 		wctx, cancel := context.WithTimeout(ctx, m.startBudget()+10*time.Second)
@@ -192,6 +200,9 @@ func (m *MCPServers) Control(ctx context.Context, name, action string) (MCPStatu
 	}
 	for _, st := range m.Status() {
 		if st.Name == name {
+			if started != nil {
+				return st, m.refuseEnlargement(action, name, started)
+			}
 			return st, nil
 		}
 	}
@@ -205,10 +216,8 @@ func (m *MCPServers) Tools(name string) ([]agent.ToolSpec, error) {
 		return nil, err
 	}
 	var out []agent.ToolSpec
-	for _, t := range b.Tools() {
-		s := t.Spec()
-		_, s.Name, _ = mcpbridge.SplitToolName(s.Name)
-		out = append(out, s)
+	for _, t := range m.exposed(name, b) {
+		out = append(out, localSpec(t))
 	}
 	return out, nil
 }
@@ -220,7 +229,7 @@ func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawM
 		return agent.ToolResult{}, err
 	}
 	want := mcpbridge.ToolName(name, tool)
-	for _, t := range b.Tools() {
+	for _, t := range m.exposed(name, b) {
 		if t.Spec().Name == want {
 			if err := validateArgs(t.Spec().Parameters, args); err != nil {
 				return failf("%s.%s: %v", name, tool, err), nil
@@ -233,6 +242,9 @@ func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawM
 			}
 			return projectResult(res), nil
 		}
+	}
+	if slices.ContainsFunc(b.Tools(), func(t agent.Tool) bool { return t.Spec().Name == want }) {
+		return agent.ToolResult{}, fmt.Errorf("MCP server %q tool %q is not in its bound catalog: %w", name, tool, ErrMCPCatalogFrozen)
 	}
 	return agent.ToolResult{}, fmt.Errorf("MCP server %q has no ready tool %q (see mcp_tools)", name, tool)
 }

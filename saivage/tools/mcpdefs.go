@@ -75,9 +75,10 @@ var ErrMCPFrozen = errors.New("the Git workflow is on (git_workflow.enabled: tru
 // Freeze puts the manager in frozen mode for the Git workflow: the server
 // set bound at startup is the whole capability surface, so register,
 // replace, unregister and loading persisted dynamic definitions are
-// refused. Listing, starting, stopping and calling existing servers are
-// unchanged. There is no way back: only a restart with the workflow off
-// unfreezes.
+// refused, and each server's tools are pinned to the catalog first bound
+// (see exposedLocked). Listing, starting, stopping and calling existing
+// servers are unchanged. There is no way back: only a restart with the
+// workflow off unfreezes.
 func (m *MCPServers) Freeze() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -325,7 +326,9 @@ func catalogOf(specs []agent.ToolSpec) mcpCatalog {
 }
 
 // Refresh re-lists a started server's tools on its current connection and
-// issues a fresh catalog UUID, even when the tools are unchanged.
+// issues a fresh catalog UUID, even when the tools are unchanged. A frozen
+// manager refuses a listing that adds tools or changes a schema (see
+// refuseEnlargement); removals narrow.
 func (m *MCPServers) Refresh(ctx context.Context, name string) (MCPServerInfo, error) {
 	b, err := m.bridge(name)
 	if err != nil {
@@ -335,6 +338,9 @@ func (m *MCPServers) Refresh(ctx context.Context, name string) (MCPServerInfo, e
 	defer cancel()
 	if _, err := b.RefreshTools(rctx, name); err != nil {
 		return MCPServerInfo{}, err
+	}
+	if err := m.refuseEnlargement("refresh", name, b); err != nil {
+		return MCPServerInfo{}, err // the catalog identity stays as bound
 	}
 	specs, err := m.Tools(name)
 	if err != nil {
