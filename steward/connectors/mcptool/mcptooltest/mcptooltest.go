@@ -106,11 +106,7 @@ func Text(res *mcp.CallToolResult) string {
 // decoded JSON; a tool the server does not list fails the test.
 func InputSchema(t testing.TB, cs *mcp.ClientSession, name string) map[string]any {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("list tools: %v", err)
-	}
-	for _, tool := range res.Tools {
+	for _, tool := range tools(t, cs) {
 		if tool.Name != name {
 			continue
 		}
@@ -132,12 +128,8 @@ func InputSchema(t testing.TB, cs *mcp.ClientSession, name string) map[string]an
 // its annotations as JSON, for comparing two servers' declarations.
 func Annotations(t testing.TB, cs *mcp.ClientSession) map[string]string {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("list tools: %v", err)
-	}
 	out := map[string]string{}
-	for _, tool := range res.Tools {
+	for _, tool := range tools(t, cs) {
 		data, err := json.Marshal(tool.Annotations)
 		if err != nil {
 			t.Fatalf("%s: encode annotations: %v", tool.Name, err)
@@ -154,12 +146,8 @@ func Annotations(t testing.TB, cs *mcp.ClientSession) map[string]string {
 // does (mcp__<prefix>__<tool>).
 func ReadOnlyHints(t testing.TB, cs *mcp.ClientSession, prefix string) map[string]bool {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("list tools: %v", err)
-	}
 	out := map[string]bool{}
-	for _, tool := range res.Tools {
+	for _, tool := range tools(t, cs) {
 		if hidden, _ := tool.Meta[mcpbridge.MetaHidden].(bool); hidden {
 			continue
 		}
@@ -170,4 +158,14 @@ func ReadOnlyHints(t testing.TB, cs *mcp.ClientSession, prefix string) map[strin
 		out[name] = tool.Annotations != nil && tool.Annotations.ReadOnlyHint
 	}
 	return out
+}
+
+// tools lists the server's tools; a protocol error fails the test.
+func tools(t testing.TB, cs *mcp.ClientSession) []*mcp.Tool {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("list tools: %v", err)
+	}
+	return res.Tools
 }
