@@ -100,24 +100,20 @@ var files = indexfile.Options{Name: "calendar index", Migrations: migrations, No
 
 // OpenIndex opens (creating if needed) the index at path for syncing.
 func OpenIndex(ctx context.Context, path string) (*Index, error) {
-	return openIndex(ctx, path, false)
+	db, err := indexfile.Open(ctx, path, files)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{db: db, text: newText(db), vectors: newVectors(db)}, nil
 }
 
 // OpenIndexReadOnly opens an existing index for searching; it never writes.
 func OpenIndexReadOnly(ctx context.Context, path string) (*Index, error) {
-	return openIndex(ctx, path, true)
-}
-
-func openIndex(ctx context.Context, path string, readOnly bool) (*Index, error) {
-	open := indexfile.Open
-	if readOnly {
-		open = indexfile.OpenReadOnly
-	}
-	db, err := open(ctx, path, files)
+	db, err := indexfile.OpenReadOnly(ctx, path, files)
 	if err != nil {
 		return nil, err
 	}
-	return &Index{db: db, text: newText(db), vectors: newVectors(db), readOnly: readOnly}, nil
+	return &Index{db: db, text: newText(db), vectors: newVectors(db), readOnly: true}, nil
 }
 
 // newText returns the keyword side of the index open in db. A query of
