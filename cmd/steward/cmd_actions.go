@@ -29,10 +29,7 @@ import (
 )
 
 // actionsJobs are the `steward actions JOB` subcommands.
-var actionsJobs = []struct {
-	name, summary string
-	run           func(ctx context.Context, env *cliEnv, args []string) error
-}{
+var actionsJobs = []job{
 	{"scan", "scan new mail and upcoming events into Action Center items (the scheduler's action-center job)", actionsScan},
 	{"list", "list Action Center items (open ones by default)", actionsList},
 	{"show", "show one item with its proposal, diagnostics and context snapshot", actionsShow},
@@ -42,25 +39,7 @@ func init() {
 	register(&command{
 		Name:    "actions",
 		Summary: "the Action Center: scan mail and calendar into items with proposals, list and show them",
-		Run: func(ctx context.Context, env *cliEnv, args []string) error {
-			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-				fmt.Fprintln(env.Stderr, "Usage: steward actions JOB [options]\n\nJobs:")
-				for _, j := range actionsJobs {
-					fmt.Fprintf(env.Stderr, "  %-6s %s\n", j.name, j.summary)
-				}
-				fmt.Fprintln(env.Stderr, "\nItems live in STEWARD_HOME/action-center/actions.db; see docs/actions.md.")
-				if len(args) == 0 {
-					return errUsage
-				}
-				return nil
-			}
-			for _, j := range actionsJobs {
-				if j.name == args[0] {
-					return j.run(ctx, env, args[1:])
-				}
-			}
-			return fmt.Errorf("unknown actions job %q (have: scan, list, show)", args[0])
-		},
+		Run:     jobCommand("actions", "Items live in STEWARD_HOME/action-center/actions.db; see docs/actions.md.", actionsJobs),
 	})
 	registerMCP("actions", actionsMCP)
 	registerBench(&benchmark{Name: "actions", Summary: "list_actions over 100,000 items against C SQLite, 10,000 calendar reminders, a scan's model calls at archive scale", Run: actionsBench})

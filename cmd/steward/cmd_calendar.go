@@ -17,22 +17,6 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/calendar"
 )
 
-func init() {
-	register(&command{
-		Name:    "calendar",
-		Summary: "sync the calendar index from Apple Calendar or iCalendar sources",
-		Run:     runCalendarCommand,
-	})
-	registerMCP("calendar", calendarMCP)
-	registerBench(&benchmark{
-		Name:    "calendar",
-		Summary: "calendar FTS5 and vector KNN at the spec's scale (694 events) and 10×, against C SQLite",
-		Run: func(ctx context.Context, env *cliEnv, args []string) error {
-			return runPimBench(ctx, env, calendarBench, args)
-		},
-	})
-}
-
 // calendarConnector finds calendar.yaml (CALENDAR_CONFIG) and the index
 // (CALENDAR_INDEX_DB).
 var calendarConnector = pimConnector[calendar.Config]{
@@ -40,23 +24,29 @@ var calendarConnector = pimConnector[calendar.Config]{
 	load: calendar.LoadConfig, embedSetting: func(c *calendar.Config) string { return c.Embed },
 }
 
-func runCalendarCommand(ctx context.Context, env *cliEnv, args []string) error {
-	return calendarConnector.run(ctx, env, args, pimJob[calendar.Config]{
-		verb: "sync",
-		description: "Reads the sources in calendar.yaml (CALENDAR_CONFIG; on macOS Apple's Calendar.sqlitedb when the file is absent)\n" +
-			"and publishes them into the calendar index (CALENDAR_INDEX_DB) in one transaction, then embeds new or changed\n" +
-			"events through the gateway's local-embed model unless embeddings are off. A source that cannot be read keeps\n" +
-			"its indexed events and makes the command fail with the reason.",
-		jsonHelp: "print the sync report as JSON",
-		build: func(ctx context.Context, c *calendar.Config, indexPath string, emb vecindex.Embedder, log *slog.Logger) (*pimOutcome, error) {
-			rep, err := syncCalendar(ctx, c, indexPath, calendar.SyncOptions{Embedder: emb, Log: log})
-			if err != nil {
-				return nil, err
-			}
-			return &pimOutcome{report: rep, itemErrors: rep.ItemErrors, embedError: rep.EmbedError, sourceErrors: rep.SourceErrors,
-				summary: fmt.Sprintf("calendar sync %d: %d items; %d added, %d updated, %d unchanged, %d deleted, %d kept, %d re-identified; %d embedded",
-					rep.Generation, rep.Items, rep.Added, rep.Updated, rep.Unchanged, rep.Deleted, rep.Kept, rep.Rematched, rep.Embedded)}, nil
+func init() {
+	calendarConnector.register(pimCommands[calendar.Config]{
+		summary: "sync the calendar index from Apple Calendar or iCalendar sources",
+		job: pimJob[calendar.Config]{
+			verb: "sync",
+			description: "Reads the sources in calendar.yaml (CALENDAR_CONFIG; on macOS Apple's Calendar.sqlitedb when the file is absent)\n" +
+				"and publishes them into the calendar index (CALENDAR_INDEX_DB) in one transaction, then embeds new or changed\n" +
+				"events through the gateway's local-embed model unless embeddings are off. A source that cannot be read keeps\n" +
+				"its indexed events and makes the command fail with the reason.",
+			jsonHelp: "print the sync report as JSON",
+			build: func(ctx context.Context, c *calendar.Config, indexPath string, emb vecindex.Embedder, log *slog.Logger) (*pimOutcome, error) {
+				rep, err := syncCalendar(ctx, c, indexPath, calendar.SyncOptions{Embedder: emb, Log: log})
+				if err != nil {
+					return nil, err
+				}
+				return &pimOutcome{report: rep, itemErrors: rep.ItemErrors, embedError: rep.EmbedError, sourceErrors: rep.SourceErrors,
+					summary: fmt.Sprintf("calendar sync %d: %d items; %d added, %d updated, %d unchanged, %d deleted, %d kept, %d re-identified; %d embedded",
+						rep.Generation, rep.Items, rep.Added, rep.Updated, rep.Unchanged, rep.Deleted, rep.Kept, rep.Rematched, rep.Embedded)}, nil
+			},
 		},
+		mcp:          calendarMCP,
+		benchSummary: "calendar FTS5 and vector KNN at the spec's scale (694 events) and 10×, against C SQLite",
+		bench:        calendarBench,
 	})
 }
 

@@ -15,22 +15,6 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/contacts"
 )
 
-func init() {
-	register(&command{
-		Name:    "contacts",
-		Summary: "index contacts from Apple AddressBook or vCard sources",
-		Run:     runContactsCommand,
-	})
-	registerMCP("contacts", contactsMCP)
-	registerBench(&benchmark{
-		Name:    "contacts",
-		Summary: "contacts FTS5 and vector KNN at the spec's scale (771 contacts) and 10×, against C SQLite",
-		Run: func(ctx context.Context, env *cliEnv, args []string) error {
-			return runPimBench(ctx, env, contactsBench, args)
-		},
-	})
-}
-
 // contactsConnector finds contacts.yaml (CONTACTS_CONFIG) and the index
 // (CONTACTS_INDEX_DB).
 var contactsConnector = pimConnector[contacts.Config]{
@@ -38,23 +22,29 @@ var contactsConnector = pimConnector[contacts.Config]{
 	load: contacts.LoadConfig, embedSetting: func(c *contacts.Config) string { return c.Embed },
 }
 
-func runContactsCommand(ctx context.Context, env *cliEnv, args []string) error {
-	return contactsConnector.run(ctx, env, args, pimJob[contacts.Config]{
-		verb: "index",
-		description: "Reads the sources in contacts.yaml (CONTACTS_CONFIG; on macOS the AddressBook folder when the file is absent),\n" +
-			"merges people who share a primary email under one sidecar uid, and publishes the contacts index\n" +
-			"(CONTACTS_INDEX_DB) in one transaction, then embeds changed people through local-embed unless embeddings are\n" +
-			"off. A source that cannot be read keeps its indexed records and makes the command fail with the reason.",
-		jsonHelp: "print the report as JSON",
-		build: func(ctx context.Context, c *contacts.Config, indexPath string, emb vecindex.Embedder, log *slog.Logger) (*pimOutcome, error) {
-			rep, err := indexContacts(ctx, c, indexPath, contacts.IndexOptions{Embedder: emb, Log: log})
-			if err != nil {
-				return nil, err
-			}
-			return &pimOutcome{report: rep, itemErrors: rep.RecordErrors, embedError: rep.EmbedError, sourceErrors: rep.SourceErrors,
-				summary: fmt.Sprintf("contacts index %d: %d records → %d people (%d merged by email); %d added, %d updated, %d unchanged, %d deleted; %d embedded",
-					rep.Generation, rep.Records, rep.People, rep.Merged, rep.Added, rep.Updated, rep.Unchanged, rep.Deleted, rep.Embedded)}, nil
+func init() {
+	contactsConnector.register(pimCommands[contacts.Config]{
+		summary: "index contacts from Apple AddressBook or vCard sources",
+		job: pimJob[contacts.Config]{
+			verb: "index",
+			description: "Reads the sources in contacts.yaml (CONTACTS_CONFIG; on macOS the AddressBook folder when the file is absent),\n" +
+				"merges people who share a primary email under one sidecar uid, and publishes the contacts index\n" +
+				"(CONTACTS_INDEX_DB) in one transaction, then embeds changed people through local-embed unless embeddings are\n" +
+				"off. A source that cannot be read keeps its indexed records and makes the command fail with the reason.",
+			jsonHelp: "print the report as JSON",
+			build: func(ctx context.Context, c *contacts.Config, indexPath string, emb vecindex.Embedder, log *slog.Logger) (*pimOutcome, error) {
+				rep, err := indexContacts(ctx, c, indexPath, contacts.IndexOptions{Embedder: emb, Log: log})
+				if err != nil {
+					return nil, err
+				}
+				return &pimOutcome{report: rep, itemErrors: rep.RecordErrors, embedError: rep.EmbedError, sourceErrors: rep.SourceErrors,
+					summary: fmt.Sprintf("contacts index %d: %d records → %d people (%d merged by email); %d added, %d updated, %d unchanged, %d deleted; %d embedded",
+						rep.Generation, rep.Records, rep.People, rep.Merged, rep.Added, rep.Updated, rep.Unchanged, rep.Deleted, rep.Embedded)}, nil
+			},
 		},
+		mcp:          contactsMCP,
+		benchSummary: "contacts FTS5 and vector KNN at the spec's scale (771 contacts) and 10×, against C SQLite",
+		bench:        contactsBench,
 	})
 }
 

@@ -24,10 +24,7 @@ import (
 )
 
 // mailJobs are the `steward mail JOB` subcommands.
-var mailJobs = []struct {
-	name, summary string
-	run           func(ctx context.Context, env *cliEnv, args []string) error
-}{
+var mailJobs = []job{
 	{"backfill", "import mail not yet mirrored, newest first (resumes where it stopped)", mailBackfill},
 	{"reconcile", "converge the mirror on the stores: ingest new/changed files, remove vanished ones", mailReconcile},
 	{"watch", "follow file events and reconcile periodically until interrupted", mailWatch},
@@ -41,25 +38,7 @@ func init() {
 	register(&command{
 		Name:    "mail",
 		Summary: "mirror local mail (Maildir, Apple Mail) and keep its indexes",
-		Run: func(ctx context.Context, env *cliEnv, args []string) error {
-			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-				fmt.Fprintln(env.Stderr, "Usage: steward mail JOB [options]\n\nJobs:")
-				for _, j := range mailJobs {
-					fmt.Fprintf(env.Stderr, "  %-10s %s\n", j.name, j.summary)
-				}
-				fmt.Fprintln(env.Stderr, "\nAccounts come from STEWARD_HOME/mail.yaml (MAIL_CONFIG); see docs/mail.md.")
-				if len(args) == 0 {
-					return errUsage
-				}
-				return nil
-			}
-			for _, j := range mailJobs {
-				if j.name == args[0] {
-					return j.run(ctx, env, args[1:])
-				}
-			}
-			return fmt.Errorf("unknown mail job %q (have: backfill, reconcile, watch, embed, reindex, status, promote)", args[0])
-		},
+		Run:     jobCommand("mail", "Accounts come from STEWARD_HOME/mail.yaml (MAIL_CONFIG); see docs/mail.md.", mailJobs),
 	})
 	registerMCP("mail", mailMCP)
 	registerBench(&benchmark{Name: "mail", Summary: "mail mirror at the reference scale: backfill vs notmuch, retrieval cases vs C SQLite and vec0", Run: mailBench})

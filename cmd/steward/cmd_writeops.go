@@ -21,10 +21,7 @@ import (
 )
 
 // writeopsJobs are the `steward writeops JOB` subcommands.
-var writeopsJobs = []struct {
-	name, summary string
-	run           func(ctx context.Context, env *cliEnv, args []string) error
-}{
+var writeopsJobs = []job{
 	{"send-due", "send scheduled mail whose time has come (each row is claimed once, never re-sent)", writeopsSendDue},
 	{"confirm-mail", "look for evidence of mail writes in the mail mirror; needs_review after the limit", writeopsConfirmMail},
 	{"confirm-calendar", "look for evidence of calendar and contacts writes in their indexes", writeopsConfirmCalendar},
@@ -37,25 +34,7 @@ func init() {
 	register(&command{
 		Name:    "writeops",
 		Summary: "the write journal: send scheduled mail, confirm writes, review them",
-		Run: func(ctx context.Context, env *cliEnv, args []string) error {
-			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-				fmt.Fprintln(env.Stderr, "Usage: steward writeops JOB [options]\n\nJobs:")
-				for _, j := range writeopsJobs {
-					fmt.Fprintf(env.Stderr, "  %-17s %s\n", j.name, j.summary)
-				}
-				fmt.Fprintln(env.Stderr, "\nThe journal is STEWARD_HOME/write-ops/ops.db; see docs/writes.md for what each state means.")
-				if len(args) == 0 {
-					return errUsage
-				}
-				return nil
-			}
-			for _, j := range writeopsJobs {
-				if j.name == args[0] {
-					return j.run(ctx, env, args[1:])
-				}
-			}
-			return fmt.Errorf("unknown writeops job %q (have: send-due, confirm-mail, confirm-calendar, list, show, cancel)", args[0])
-		},
+		Run:     jobCommand("writeops", "The journal is STEWARD_HOME/write-ops/ops.db; see docs/writes.md for what each state means.", writeopsJobs),
 	})
 	registerMCP("writeops", writeopsMCP)
 	registerBench(&benchmark{Name: "writes", Summary: "journal + send latency against bare SMTP, and confirmation passes over 10,000 rows against a 78,000-message mirror", Run: writesBench})

@@ -61,6 +61,28 @@ func (p pimConnector[C]) loadConfig(path string) (*C, error) {
 	return p.load(path, home, runtime.GOOS)
 }
 
+// pimCommands are what a connector adds to steward: its command (`steward
+// NAME VERB`, the job), its MCP server and its benchmark.
+type pimCommands[C any] struct {
+	summary      string // the command's line in `steward help`
+	job          pimJob[C]
+	mcp          mcpServerFactory
+	benchSummary string
+	bench        pimBenchSuite
+}
+
+// register registers the connector's command, MCP server and benchmark
+// under its name.
+func (p pimConnector[C]) register(c pimCommands[C]) {
+	register(&command{Name: p.name, Summary: c.summary, Run: func(ctx context.Context, env *cliEnv, args []string) error {
+		return p.run(ctx, env, args, c.job)
+	}})
+	registerMCP(p.name, c.mcp)
+	registerBench(&benchmark{Name: p.name, Summary: c.benchSummary, Run: func(ctx context.Context, env *cliEnv, args []string) error {
+		return runPimBench(ctx, env, c.bench, args)
+	}})
+}
+
 // pimJob is the command that reads a connector's sources into its index
 // (`steward calendar sync`, `steward contacts index`).
 type pimJob[C any] struct {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,16 +18,8 @@ import (
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
+	"github.com/agentstack/agentstack/steward/watch/watchtest"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time                       { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration)              { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func (c *fakeClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // TestAgentWatchSendsOnceThroughJournal: an agent watch granted
 // mcp__mail__send_email (exact to and subject, template body) sends exactly
@@ -40,7 +31,7 @@ func TestAgentWatchSendsOnceThroughJournal(t *testing.T) {
 	home, _ := writesHome(t, srv.Port)
 	ctx := context.Background()
 	provider := llmtest.NewServer(t)
-	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	clock := watchtest.NewClock(time.Now().UTC().Truncate(time.Second))
 	firesAt := clock.Now().Add(30 * time.Minute)
 
 	store, err := chats.Open(ctx, filepath.Join(home, "chats.db"))

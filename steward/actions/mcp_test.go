@@ -10,38 +10,13 @@ import (
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
+// connect serves the actions MCP server over s and p to a test client.
 func connect(t *testing.T, s *Store, p *Planner) *mcp.ClientSession {
 	t.Helper()
-	ctx := context.Background()
-	srv := NewServer(ServerOptions{Open: func(context.Context) (*Store, error) { return s, nil }, Planner: p, Version: "test"})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close(); ss.Close() })
-	return cs
-}
-
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, string) {
-	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	return res, text.String()
+	return mcptooltest.Connect(t, NewServer(ServerOptions{Open: func(context.Context) (*Store, error) { return s, nil }, Planner: p, Version: "test"}))
 }
 
 func TestListActionsSchemaAndPayload(t *testing.T) {
@@ -51,19 +26,12 @@ func TestListActionsSchemaAndPayload(t *testing.T) {
 		s.Upsert(ctx, testMailItem(i, c.t), false)
 	}
 	cs := connect(t, s, nil)
-	tools, _ := cs.ListTools(ctx, nil)
-	var schema map[string]any
-	for _, tl := range tools.Tools {
-		if tl.Name == "list_actions" {
-			b, _ := json.Marshal(tl.InputSchema)
-			json.Unmarshal(b, &schema)
-		}
-	}
+	schema := mcptooltest.InputSchema(t, cs, "list_actions")
 	limit := schema["properties"].(map[string]any)["limit"].(map[string]any)
 	if limit["minimum"] != 1.0 || limit["maximum"] != 100.0 {
 		t.Fatalf("limit schema %v", limit)
 	}
-	res, text := call(t, cs, "list_actions", map[string]any{"limit": 1000})
+	res, text := mcptooltest.CallText(t, cs, "list_actions", map[string]any{"limit": 1000})
 	if !res.IsError || !strings.Contains(text, "limit") {
 		t.Fatalf("limit 1000 accepted: %s", text)
 	}
@@ -71,7 +39,7 @@ func TestListActionsSchemaAndPayload(t *testing.T) {
 	if r, _ := s.List(ctx, ListOptions{Limit: 1000}); len(r.Items) != 100 {
 		t.Fatalf("direct call listed %d", len(r.Items))
 	}
-	_, text = call(t, cs, "list_actions", map[string]any{"limit": 5})
+	_, text = mcptooltest.CallText(t, cs, "list_actions", map[string]any{"limit": 5})
 	if strings.Contains(text, "proposal") || strings.Contains(text, "snapshot") {
 		t.Fatalf("payload without includePayload: %s", text)
 	}
@@ -80,18 +48,18 @@ func TestListActionsSchemaAndPayload(t *testing.T) {
 	if len(out.Items) != 5 || out.CountsTotal[StatusNew] != 120 {
 		t.Fatalf("list: %d items, counts %v", len(out.Items), out.CountsTotal)
 	}
-	_, text = call(t, cs, "list_actions", map[string]any{"limit": 1, "includePayload": true})
+	_, text = mcptooltest.CallText(t, cs, "list_actions", map[string]any{"limit": 1, "includePayload": true})
 	if !strings.Contains(text, "mcp__mail__reply_email") {
 		t.Fatalf("includePayload without the proposal: %s", text)
 	}
-	_, text = call(t, cs, "read_action", map[string]any{"id": out.Items[0].ID})
+	_, text = mcptooltest.CallText(t, cs, "read_action", map[string]any{"id": out.Items[0].ID})
 	if !strings.Contains(text, "asked a question") {
 		t.Fatalf("read_action: %s", text)
 	}
-	if res, text := call(t, cs, "read_action", map[string]any{"id": 99999}); !res.IsError || !strings.Contains(text, "list_actions") {
+	if res, text := mcptooltest.CallText(t, cs, "read_action", map[string]any{"id": 99999}); !res.IsError || !strings.Contains(text, "list_actions") {
 		t.Fatalf("missing id: %s", text)
 	}
-	if _, text := call(t, cs, "update_action_status", map[string]any{"id": out.Items[0].ID, "status": "dismissed"}); !strings.Contains(text, "dismissed") {
+	if _, text := mcptooltest.CallText(t, cs, "update_action_status", map[string]any{"id": out.Items[0].ID, "status": "dismissed"}); !strings.Contains(text, "dismissed") {
 		t.Fatalf("update: %s", text)
 	}
 	if it, _ := s.Get(ctx, out.Items[0].ID); it.Status != StatusDismissed {
@@ -102,22 +70,22 @@ func TestListActionsSchemaAndPayload(t *testing.T) {
 func TestFlowTools(t *testing.T) {
 	s, _ := openTestStore(t)
 	cs := connect(t, s, nil)
-	if res, text := call(t, cs, "create_flow", map[string]any{"name": "Receipts", "trigger": "purchase confirmation", "guidance": "forward to accounting"}); res.IsError {
+	if res, text := mcptooltest.CallText(t, cs, "create_flow", map[string]any{"name": "Receipts", "trigger": "purchase confirmation", "guidance": "forward to accounting"}); res.IsError {
 		t.Fatal(text)
 	}
-	if res, text := call(t, cs, "create_flow", map[string]any{"name": "", "trigger": "x", "guidance": "y"}); !res.IsError || !strings.Contains(text, "name") {
+	if res, text := mcptooltest.CallText(t, cs, "create_flow", map[string]any{"name": "", "trigger": "x", "guidance": "y"}); !res.IsError || !strings.Contains(text, "name") {
 		t.Fatalf("empty name: %s", text)
 	}
-	_, text := call(t, cs, "search_flows", map[string]any{"query": "Your purchase confirmation #123"})
+	_, text := mcptooltest.CallText(t, cs, "search_flows", map[string]any{"query": "Your purchase confirmation #123"})
 	if !strings.Contains(text, "Receipts") {
 		t.Fatalf("search: %s", text)
 	}
-	_, text = call(t, cs, "update_flow", map[string]any{"id": 1, "guidance": "forward to finance"})
+	_, text = mcptooltest.CallText(t, cs, "update_flow", map[string]any{"id": 1, "guidance": "forward to finance"})
 	if !strings.Contains(text, `"version":2`) {
 		t.Fatalf("update: %s", text)
 	}
-	call(t, cs, "delete_flow", map[string]any{"id": 1})
-	if _, text = call(t, cs, "list_flows", map[string]any{}); strings.Contains(text, "Receipts") {
+	mcptooltest.CallText(t, cs, "delete_flow", map[string]any{"id": 1})
+	if _, text = mcptooltest.CallText(t, cs, "list_flows", map[string]any{}); strings.Contains(text, "Receipts") {
 		t.Fatalf("deleted flow listed: %s", text)
 	}
 }
@@ -132,7 +100,7 @@ func TestReviseActionThroughTheModel(t *testing.T) {
 			"steps": []any{map[string]any{"label": "Reply no", "type": "tool", "tool": "mcp__mail__reply_email", "args": map[string]any{"messageId": "1", "body": "Sorry, not Thursday."}}}}}})
 	})
 	cs := connect(t, s, sc.planner())
-	if res, text := call(t, cs, "revise_action", map[string]any{"id": id, "instruction": "say no instead"}); res.IsError {
+	if res, text := mcptooltest.CallText(t, cs, "revise_action", map[string]any{"id": id, "instruction": "say no instead"}); res.IsError {
 		t.Fatal(text)
 	}
 	it, _ := s.Get(ctx, id)

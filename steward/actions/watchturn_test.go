@@ -20,16 +20,8 @@ import (
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
+	"github.com/agentstack/agentstack/steward/watch/watchtest"
 )
-
-type fixedClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fixedClock) Now() time.Time                       { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fixedClock) Advance(d time.Duration)              { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func (c *fixedClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // execute_action_step in a watch turn, wired as steward serve wires it (the
 // host's tools feed both the chat manager and the watch engine): the turn
@@ -40,7 +32,7 @@ func TestExecuteStepInWatchTurn(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	provider := llmtest.NewServer(t)
-	clock := &fixedClock{now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
+	clock := watchtest.NewClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	chatStore, err := chats.Open(ctx, filepath.Join(dir, "chats.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,20 +20,8 @@ import (
 	"github.com/agentstack/agentstack/steward/policy"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
+	"github.com/agentstack/agentstack/steward/watch/watchtest"
 )
-
-type watchClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *watchClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-func (c *watchClock) Advance(d time.Duration)              { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func (c *watchClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // watchEnv is a ChatManager and a watch engine wired as steward serve wires
 // them, over real SQLite files and a scripted model provider.
@@ -44,13 +32,13 @@ type watchEnv struct {
 	audit    *audit.Ledger
 	manager  *host.ChatManager
 	engine   *watch.Engine
-	clock    *watchClock
+	clock    *watchtest.Clock
 	calls    map[string]int
 	mu       sync.Mutex
 }
 
 func newWatchEnv(t *testing.T, rules policy.Rules) *watchEnv {
-	w := &watchEnv{t: t, provider: llmtest.NewServer(t), clock: &watchClock{now: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}, calls: map[string]int{}}
+	w := &watchEnv{t: t, provider: llmtest.NewServer(t), clock: watchtest.NewClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)), calls: map[string]int{}}
 	ctx := context.Background()
 	dir := t.TempDir()
 	var err error

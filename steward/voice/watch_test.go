@@ -2,7 +2,6 @@ package voice_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,20 +13,8 @@ import (
 	"github.com/agentstack/agentstack/steward/voice/ringbacktest"
 	"github.com/agentstack/agentstack/steward/watch"
 	"github.com/agentstack/agentstack/steward/watch/timewatch"
+	"github.com/agentstack/agentstack/steward/watch/watchtest"
 )
-
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-func (c *testClock) Advance(d time.Duration)              { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func (c *testClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
 
 // countingNotifier records the pushes the engine sends.
 type countingNotifier struct{ n atomic.Int32 }
@@ -49,7 +36,7 @@ func TestWatchCallDialsOnceThroughTheVoiceServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &testClock{now: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+	clock := watchtest.NewClock(time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC))
 	pushes := &countingNotifier{}
 	path := t.TempDir() + "/watches.db"
 	open := func() *watch.Engine {

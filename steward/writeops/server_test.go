@@ -2,13 +2,12 @@ package writeops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 // TestReviewTools drives list_write_operations and read_write_operation
@@ -24,28 +23,10 @@ func TestReviewTools(t *testing.T) {
 	s.Execute(ctx, NewOperation{Kind: KindCalendarCreate, Summary: "event", Input: map[string]string{"title": "x"}},
 		ExecutorFunc(func(context.Context, Operation) (any, error) { return nil, errors.New("timeout") }))
 
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(s, "test").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := mcptooltest.Connect(t, NewServer(s, "test"))
 	call := func(name string, args map[string]any, out any) string {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.IsError {
-			return res.Content[0].(*mcp.TextContent).Text
-		}
-		b, _ := json.Marshal(res.StructuredContent)
-		json.Unmarshal(b, out)
-		return ""
+		t.Helper()
+		return mcptooltest.CallStructured(t, cs, name, args, out)
 	}
 	var list ListResult
 	call("list_write_operations", map[string]any{}, &list)

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentstack/agentstack/steward/connectors/mcptool"
+	"github.com/agentstack/agentstack/steward/connectors/mcptool/mcptooltest"
 )
 
 // store stands in for an index: it exists only once built.
@@ -131,22 +132,11 @@ func TestOnIndex(t *testing.T) {
 }
 
 func TestHandlerOverMCP(t *testing.T) {
-	ctx := context.Background()
 	st := &store{}
 	l := st.lazy()
 	server := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "test"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "greet", Description: "Greets."}, mcptool.Handler(l.Get, (*service).Greet))
-	sst, cst := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, sst, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, cst, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := mcptooltest.Connect(t, server)
 	for _, tc := range []struct {
 		name    string
 		build   bool
@@ -163,11 +153,7 @@ func TestHandlerOverMCP(t *testing.T) {
 			if tc.build {
 				st.built = true
 			}
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: tc.args})
-			if err != nil {
-				t.Fatalf("protocol error: %v", err)
-			}
-			text := res.Content[0].(*mcp.TextContent).Text
+			res, text := mcptooltest.CallText(t, cs, "greet", tc.args)
 			if tc.wantErr != "" {
 				if !res.IsError || !strings.Contains(text, tc.wantErr) {
 					t.Errorf("result %q (error %t), want a tool error mentioning %q", text, res.IsError, tc.wantErr)

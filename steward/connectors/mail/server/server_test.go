@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -74,21 +73,11 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 	if err := mcp.AddSendingCustomMethod[*PrepareParams, *PrepareResult](client, "steward/prepareSearch"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := mcptooltest.ConnectClient(t, srv, client)
 	return &env{session: cs, saveDir: saveDir, stewardHome: stewardHome, opener: opener}
 }
 
@@ -96,24 +85,7 @@ func setup(t *testing.T) *env {
 // returns the error text when the tool reports an error.
 func (e *env) call(t *testing.T, name string, args any, out any) string {
 	t.Helper()
-	res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: protocol error %v", name, err)
-	}
-	if res.IsError {
-		var texts []string
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				texts = append(texts, tc.Text)
-			}
-		}
-		return strings.Join(texts, " ")
-	}
-	data, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(data, out); err != nil {
-		t.Fatalf("%s: decode %s: %v", name, data, err)
-	}
-	return ""
+	return mcptooltest.CallStructured(t, e.session, name, args, out)
 }
 
 func TestToolsList(t *testing.T) {
@@ -123,26 +95,16 @@ func TestToolsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	props := map[string]bool{}
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
-		if tool.Name == "search_mail" {
-			data, _ := json.Marshal(tool.InputSchema)
-			var schema struct {
-				Properties map[string]any `json:"properties"`
-			}
-			json.Unmarshal(data, &schema)
-			for k := range schema.Properties {
-				props[k] = true
-			}
-		}
 	}
+	props, _ := mcptooltest.InputSchema(t, e.session, "search_mail")["properties"].(map[string]any)
 	if strings.Join(names, ",") != "list_mailboxes,open_in_mail,read_message,read_thread,save_attachment,search_mail" {
 		t.Errorf("tools %v", names)
 	}
 	for _, p := range []string{"query", "sender", "recipient", "cc", "subjectContains", "bodyContains", "after", "before", "account", "mailbox",
 		"role", "unread", "flagged", "hasAttachments", "sortBy", "perMessage", "offset", "limit"} {
-		if !props[p] {
+		if _, ok := props[p]; !ok {
 			t.Errorf("search_mail lacks argument %q", p)
 		}
 	}
@@ -279,7 +241,6 @@ func TestPrepareSearchMethod(t *testing.T) {
 }
 
 func TestUnavailableServerExplains(t *testing.T) {
-	ctx := context.Background()
 	srv, err := NewDeferred(func(context.Context) (Options, error) {
 		return Options{}, errors.New("no mail accounts configured: create /home/me/.local/share/steward/mail.yaml")
 	}, "test")
@@ -287,29 +248,14 @@ func TestUnavailableServerExplains(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcptooltest.Connect(t, srv)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_mail", Arguments: map[string]any{"query": "x"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "mail.yaml") {
+	res, text := mcptooltest.CallText(t, cs, "search_mail", map[string]any{"query": "x"})
+	if !res.IsError || !strings.Contains(text, "mail.yaml") {
 		t.Errorf("result %+v", res)
 	}
 
 	// It lists the configured server's tools with the same annotations
 	// (the host's policy allows the reads by their readOnlyHint).
-	annotations := func(s *mcp.ClientSession) map[string]string {
-		list, err := s.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, tool := range list.Tools {
-			a, _ := json.Marshal(tool.Annotations)
-			out[tool.Name] = string(a)
-		}
-		return out
-	}
-	got, want := annotations(cs), annotations(setup(t).session)
+	got, want := mcptooltest.Annotations(t, cs), mcptooltest.Annotations(t, setup(t).session)
 	if fmt.Sprint(got) != fmt.Sprint(want) || !strings.Contains(got["search_mail"], `"readOnlyHint":true`) {
 		t.Errorf("unavailable server's tools %v, want %v", got, want)
 	}
