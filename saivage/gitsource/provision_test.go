@@ -8,8 +8,9 @@ import (
 )
 
 // TestProvisioningAndUnprovision: every private ref is classified by
-// whether its source reached the delivery branch (on the branch, delivered
-// by a squash naming it, or adding nothing to it); preserved-rebase refs
+// whether its source reached the delivery branch (on the branch: g, root,
+// e; delivered by a squash naming it, though later overwritten: t; adding
+// nothing to it: z; none of these: n); preserved-rebase refs
 // follow their card. Unprovision deletes exactly the listed refs, refuses
 // as a whole when one moved since it was listed, and leaves the branch so
 // that commissioning works again.
@@ -17,13 +18,19 @@ func TestProvisioningAndUnprovision(t *testing.T) {
 	ctx := context.Background()
 	dir := newCheckout(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	r, _ := commission(t, dir)
-	// z starts at the initial root and makes the same change t delivers.
-	work(t, r, dir, "z", "root", map[string]string{"a.txt": "A\n"})
+	// z starts at the initial root and makes a change t2 delivers too.
+	work(t, r, dir, "z", "root", map[string]string{"b.txt": "B\n"})
 	if _, err := r.Enter(ctx, EnterOptions{Card: "g", Parent: "root"}); err != nil {
 		t.Fatal(err)
 	}
+	// t's a.txt is overwritten by t2 later: only its squash's trailer
+	// tells that it was delivered.
 	reviewed := work(t, r, dir, "t", "g", map[string]string{"a.txt": "A\n"})
 	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "t", Parent: "g", Reviewed: reviewed, Title: "Task"}); err != nil {
+		t.Fatal(err)
+	}
+	reviewed2 := work(t, r, dir, "t2", "g", map[string]string{"a.txt": "A2\n", "b.txt": "B\n"})
+	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "t2", Parent: "g", Reviewed: reviewed2, Title: "Task 2"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: OID(gitT(t, dir, "rev-parse", "main"))}); err != nil {
@@ -52,7 +59,7 @@ func TestProvisioningAndUnprovision(t *testing.T) {
 		}
 	}
 	want := map[string]bool{
-		"refs/saivage/cards/root": false, "refs/saivage/cards/g": false, "refs/saivage/cards/t": false,
+		"refs/saivage/cards/root": false, "refs/saivage/cards/g": false, "refs/saivage/cards/t": false, "refs/saivage/cards/t2": false,
 		"refs/saivage/cards/e": false, "refs/saivage/cards/z": false, "refs/saivage/cards/n": true,
 		"refs/saivage/snapshots/t": false, "refs/saivage/snapshots/n": true,
 	}
@@ -87,7 +94,7 @@ func TestProvisioningAndUnprovision(t *testing.T) {
 	if left := gitT(t, dir, "for-each-ref", "--format=%(refname)"); left != "refs/heads/main" {
 		t.Fatalf("refs after unprovision: %q", left)
 	}
-	if gitT(t, dir, "rev-parse", "main") != mainTip || !slices.Equal(subjects(t, dir, "main"), []string{"Task (card t)", "initial"}) {
+	if gitT(t, dir, "rev-parse", "main") != mainTip || !slices.Equal(subjects(t, dir, "main"), []string{"Task 2 (card t2)", "Task (card t)", "initial"}) {
 		t.Fatalf("main changed: %v", subjects(t, dir, "main"))
 	}
 	if refs, err := r.Provisioning(ctx); err != nil || len(refs) != 0 {
