@@ -141,6 +141,10 @@ func (p *Project) preflightReset(ctx context.Context, discard bool) (*SourceRese
 		return nil, nil, fmt.Errorf("reset refused before deleting anything: %w", err)
 	}
 	q, err := repo.CheckDelivery(ctx)
+	var rebase *gitsource.RebaseInProgressError
+	if errors.As(err, &rebase) {
+		return nil, nil, errors.New("reset refused before deleting anything: a git rebase is stopped in the checkout (a Run stopped while delivering a conflicting card); run the project again so that it is preserved, or drop it with git rebase --abort")
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reset refused before deleting anything: the delivery branch %s must be selected with a clean checkout (commit, stash or remove these changes, or git switch %s): %w",
 			pol.DeliveryBranch, pol.DeliveryBranch, err)

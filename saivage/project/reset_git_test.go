@@ -113,6 +113,21 @@ func TestResetCommissionedProject(t *testing.T) {
 	}
 	untouched("detached HEAD")
 	gitIn(t, dir, "switch", "-q", "main")
+	// A native rebase stopped on a conflict: refused, saying what to do.
+	gitIn(t, dir, "switch", "-q", "-c", "side", initial)
+	os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("other\n"), 0o644)
+	gitIn(t, dir, "add", "hello.txt")
+	gitIn(t, dir, "commit", "-q", "-m", "side")
+	if out, err := exec.Command("git", "-C", dir, "-c", "user.name=T", "-c", "user.email=t@example.com", "rebase", "main").CombinedOutput(); err == nil {
+		t.Fatalf("the rebase did not stop: %s", out)
+	}
+	if err := reset(true); err == nil || !strings.Contains(err.Error(), "git rebase is stopped") || !strings.Contains(err.Error(), "git rebase --abort") {
+		t.Fatalf("reset during a stopped rebase = %v", err)
+	}
+	untouched("stopped rebase")
+	gitIn(t, dir, "rebase", "--abort")
+	gitIn(t, dir, "switch", "-q", "main")
+	gitIn(t, dir, "branch", "-q", "-D", "side")
 	// Dirty checkout: refused naming the paths, nothing deleted.
 	os.WriteFile(filepath.Join(dir, "stray.txt"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "README.md"), []byte("# edited\n"), 0o644)
