@@ -523,16 +523,12 @@ func (r *Repo) advanceParent(ctx context.Context, opts AdvanceOptions) (Delivery
 	if err != nil {
 		return d, err
 	}
-	cur, err := r.headTuple(ctx)
-	if err != nil {
-		return d, err
-	}
-	if err := r.Verify(ctx, cur); err != nil { // later dirt refuses
-		return d, err
-	}
+	// An interrupted run may have moved the ref and switched the checkout
+	// already: settling checks the checkout against the parent first, then
+	// against HEAD (later dirt refuses either way).
 	if p.Commit == c.Commit { // nothing new, or an interrupted run moved the ref
 		d.Resumed = p.Commit != opts.Base
-		return d, r.settleParent(ctx, p, &d, cur.Tree)
+		return d, r.settleParent(ctx, p, &d, "")
 	}
 	if opts.Squash && p.Commit != opts.Base { // an interrupted fallback squashed already
 		done, err := r.findDelivered(ctx, p.Commit, c.Commit)
@@ -541,8 +537,15 @@ func (r *Repo) advanceParent(ctx context.Context, opts AdvanceOptions) (Delivery
 		}
 		if done != "" {
 			d.Resumed, d.Squashed, d.Commit = true, true, done
-			return d, r.settleParent(ctx, p, &d, cur.Tree)
+			return d, r.settleParent(ctx, p, &d, "")
 		}
+	}
+	cur, err := r.headTuple(ctx)
+	if err != nil {
+		return d, err
+	}
+	if err := r.Verify(ctx, cur); err != nil { // later dirt refuses
+		return d, err
 	}
 	refuse := &NotFastForwardError{Child: opts.Child, Parent: opts.Parent, Base: opts.Base, ParentTip: p.Commit, ChildTip: c.Commit}
 	if _, res, err := r.runCode(ctx, Command{Args: []string{"merge-base", "--is-ancestor", string(opts.Base), string(c.Commit)}}); err != nil {
