@@ -112,7 +112,7 @@ type UndeliveredError struct {
 }
 
 func (e *UndeliveredError) Error() string {
-	return fmt.Sprintf("private refs hold source that is not on the delivery branch %s: %s; deliver that work first (saivage run), or consent to losing it with saivage reset --yes --discard-source",
+	return fmt.Sprintf("private refs hold source that is not on the delivery branch %s: %s; deliver that work first (a Run under saivage start), or consent to losing it with saivage reset --yes --discard-source",
 		e.Branch, strings.Join(e.Refs, ", "))
 }
 
