@@ -16,8 +16,11 @@ import (
 // runs and delivers to the project (the project's ref moves); project.b
 // resumes and finishes, so its delivery finds the project moved since it
 // started. The tasks write fileA and fileB; conflict says they conflict,
-// so the project's Planner blocks once project.b comes back BLOCKED.
-func movedParentGoals(e *env, fileA, contentA, fileB, contentB string, conflict bool) {
+// so the project's Planner blocks once project.b comes back BLOCKED. It
+// runs the project, requires the Run to end with outcome and every scripted
+// reply used, and returns main's initial commit.
+func runMovedParentGoals(e *env, fileA, contentA, fileB, contentB string, conflict bool, outcome string) string {
+	initial := git(e.t, e.dir, "rev-parse", "main")
 	project := []llmtest.Reply{
 		call("create_card", map[string]any{"title": "Later goal", "records": map[string]string{"brief": "b"}}),
 		call("activate_card", map[string]any{"card_id": "project.b"}), // blocks after its task delivered
@@ -53,6 +56,14 @@ func movedParentGoals(e *env, fileA, contentA, fileB, contentB string, conflict 
 	e.script.Add("reviewer@project.b", emit("done", "met", map[string]any{"verdict": "approved"}))
 	gitTask(e.script, "project.a.a", fileA, contentA)
 	gitTask(e.script, "project.b.a", fileB, contentB)
+	e.run()
+	if sum := e.waitRunEnded(); sum.Outcome != outcome {
+		e.t.Fatalf("run = %+v, want %s", sum, outcome)
+	}
+	if left := e.script.Remaining(); len(left) != 0 {
+		e.t.Errorf("unconsumed replies: %v", left)
+	}
+	return initial
 }
 
 // A goal whose parent moved while it worked cannot fast-forward it: its
@@ -61,15 +72,7 @@ func movedParentGoals(e *env, fileA, contentA, fileB, contentB string, conflict 
 // changes.
 func TestGitGoalSquashesOntoMovedParent(t *testing.T) {
 	e := newGitEnv(t)
-	initial := git(t, e.dir, "rev-parse", "main")
-	movedParentGoals(e, "a.txt", "from a\n", "b.txt", "from b\n", false)
-	e.run()
-	if sum := e.waitRunEnded(); sum.Outcome != "done" {
-		t.Fatalf("run = %+v", sum)
-	}
-	if left := e.script.Remaining(); len(left) != 0 {
-		t.Errorf("unconsumed replies: %v", left)
-	}
+	initial := runMovedParentGoals(e, "a.txt", "from a\n", "b.txt", "from b\n", false, "done")
 	b := e.card("project.b")
 	sq := e.events("source_squashed")
 	if len(sq) != 1 || sq[0].Data["card"] != "project.b" || sq[0].Data["commit"] != b.Git.Delivered || sq[0].Data["base"] != initial {
@@ -111,15 +114,7 @@ func TestGitGoalSquashesOntoMovedParent(t *testing.T) {
 // parent's Planner sees.
 func TestGitGoalSquashConflictIsHeld(t *testing.T) {
 	e := newGitEnv(t)
-	initial := git(t, e.dir, "rev-parse", "main")
-	movedParentGoals(e, "shared.txt", "from a\n", "shared.txt", "from b\n", true)
-	e.run()
-	if sum := e.waitRunEnded(); sum.Outcome != "blocked" {
-		t.Fatalf("run = %+v", sum)
-	}
-	if left := e.script.Remaining(); len(left) != 0 {
-		t.Errorf("unconsumed replies: %v", left)
-	}
+	initial := runMovedParentGoals(e, "shared.txt", "from a\n", "shared.txt", "from b\n", true, "blocked")
 	b := e.card("project.b")
 	if b.Status != cards.Blocked || b.Git == nil || !strings.Contains(b.Git.Held, "conflicts in shared.txt") || b.Git.Delivered != "" {
 		t.Fatalf("project.b = %s %+v", b.Status, b.Git)
