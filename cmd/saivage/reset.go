@@ -12,11 +12,11 @@ import (
 
 func resetCommand() *command {
 	var pf projectFlags
-	var yes bool
+	var yes, discardSource bool
 	var title, objective string
 	return &command{
 		name: "reset", summary: "discard the generated state and start the project afresh (offline)",
-		usage: "[--yes] [--title TEXT] [--objective TEXT] [--root DIR] [--json]",
+		usage: "[--yes [--discard-source]] [--title TEXT] [--objective TEXT] [--root DIR] [--json]",
 		help: `Reports what a reset removes, then, with --yes, removes exactly the generated
 state (.saivage/cards, agents, logs and work: every card, record, conversation
 and event) and publishes a fresh project with a new root card, as init does.
@@ -26,10 +26,21 @@ tokens and any other file under .saivage.
 Offline only: any project lock refuses it (stop the server first; a stale
 lock needs a manual check). The configuration must compile. An interrupted
 reset leaves a partial state that saivage start refuses; run saivage reset
---yes again to finish it.`,
+--yes again to finish it.
+
+With the native Git workflow on (git_workflow.enabled), the reset first
+checks, without writing anything, that the delivery branch is checked out
+(HEAD attached to it, no rebase stopped) with nothing uncommitted or
+untracked, and that no private ref under the workflow's namespace holds
+source the delivery branch does not have; a refusal names the paths or the
+refs. The delivery branch and its delivered commits stay; every private ref
+is removed and the fresh project is commissioned again at the branch's tip.
+--discard-source consents to losing the undelivered source of the named
+refs.`,
 		flags: func(fs *flag.FlagSet) {
 			pf.register(fs)
 			fs.BoolVar(&yes, "yes", false, "perform the reset (without it, only the report is printed)")
+			fs.BoolVar(&discardSource, "discard-source", false, "with --yes and the Git workflow on, also delete private refs whose source is not on the delivery branch (that work is lost)")
 			fs.StringVar(&title, "title", "", "title of the new root card (default \"Project\")")
 			fs.StringVar(&objective, "objective", "", "accept this text as the new root card's objective record")
 		},
@@ -56,21 +67,36 @@ reset leaves a partial state that saivage start refuses; run saivage reset
 				}
 				fmt.Fprintf(e.stdout, "and keeps: %v and the source tree\n", plan.Keep)
 			}
+			src, err := project.PlanSourceReset(ctx, opts, discardSource)
+			if src != nil && !pf.json {
+				fmt.Fprintf(e.stdout, "and removes the %d private refs under %s; the delivery branch %s stays at %s\n",
+					len(src.Refs), src.Namespace, src.DeliveryBranch, src.Commit)
+				for _, ref := range src.Discarded {
+					fmt.Fprintf(e.stdout, "  %s holds source that is not on %s\n", ref, src.DeliveryBranch)
+				}
+			}
+			if err != nil {
+				return err
+			}
 			if !yes {
 				if pf.json {
-					return writeJSON(e.stdout, map[string]any{"plan": plan, "done": false})
+					return writeJSON(e.stdout, map[string]any{"plan": plan, "source": src, "done": false})
 				}
 				fmt.Fprintln(e.stdout, "nothing changed: run saivage reset --yes to reset")
 				return exitCode(1)
 			}
-			p, err := project.Reset(ctx, project.InitOptions{Options: opts, Title: title, Objective: objective})
+			p, err := project.Reset(ctx, project.ResetOptions{InitOptions: project.InitOptions{Options: opts, Title: title, Objective: objective},
+				DiscardSource: discardSource})
 			if err != nil {
 				return err
 			}
 			if pf.json {
-				return writeJSON(e.stdout, map[string]any{"plan": plan, "done": true, "cards": p.Graph.Active})
+				return writeJSON(e.stdout, map[string]any{"plan": plan, "source": src, "done": true, "cards": p.Graph.Active})
 			}
 			fmt.Fprintf(e.stdout, "reset: fresh project with root card %q\n", cards.RootID)
+			if src != nil {
+				fmt.Fprintf(e.stdout, "recommissioned the delivery branch %s at %s\n", src.DeliveryBranch, src.Commit)
+			}
 			return nil
 		},
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +98,82 @@ func TestReset(t *testing.T) {
 	}
 	if _, err := os.Stat(scratch); err != nil {
 		t.Error("a refused reset removed work")
+	}
+}
+
+// TestResetClassicGit: on a commissioned checkout reset refuses, before
+// deleting anything, a dirty checkout (naming the paths) and a private ref
+// holding source main does not have (naming the ref, in the report too);
+// with --discard-source it removes the private refs, keeps main and
+// recommissions the fresh root at main, which validate admits.
+func TestResetClassicGit(t *testing.T) {
+	dir := t.TempDir()
+	gitRepo(t, dir)
+	vars := map[string]string{"SAIVAGE_ROOT": dir}
+	if code, _, errs := runCLI(t, vars, "init", "--template", "classic-git"); code != 0 {
+		t.Fatal(errs)
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=T", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	main := git("rev-parse", "main")
+	// A card's checkpoint that never reached main.
+	os.WriteFile(filepath.Join(dir, "work.txt"), []byte("work\n"), 0o644)
+	git("add", "work.txt")
+	work := git("commit-tree", "-p", main, "-m", "checkpoint", git("write-tree"))
+	git("rm", "-q", "--cached", "work.txt") // work.txt stays, untracked: the checkout is dirty
+	git("update-ref", "refs/saivage/cards/project.a", work)
+	heads := filepath.Join(dir, ".saivage", "cards", "project", "head.json")
+
+	code, _, errs := runCLI(t, vars, "reset", "--yes", "--discard-source")
+	if code != 1 || !strings.Contains(errs, "refused before deleting anything") || !strings.Contains(errs, "work.txt") {
+		t.Fatalf("reset on a dirty checkout = %d %q", code, errs)
+	}
+	if _, err := os.Stat(heads); err != nil {
+		t.Fatalf("a refused reset deleted the cards: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "work.txt"))
+
+	code, out, errs := runCLI(t, vars, "reset")
+	if code != 1 || !strings.Contains(out, "removes the 2 private refs under refs/saivage; the delivery branch main stays at "+main) ||
+		!strings.Contains(out, "refs/saivage/cards/project.a holds source that is not on main") || !strings.Contains(errs, "--discard-source") {
+		t.Fatalf("report = %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, vars, "reset", "--yes"); code != 1 || !strings.Contains(errs, "refs/saivage/cards/project.a") {
+		t.Fatalf("reset with an undelivered ref = %d %q", code, errs)
+	}
+	if got := git("rev-parse", "refs/saivage/cards/project.a"); got != work {
+		t.Fatalf("a refused reset moved the ref: %s", got)
+	}
+
+	code, out, errs = runCLI(t, vars, "reset", "--yes", "--discard-source", "--json")
+	var res struct {
+		Done   bool
+		Source struct {
+			Commit    string
+			Refs      []struct{ Ref string }
+			Discarded []string
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || !res.Done || res.Source.Commit != main || len(res.Source.Refs) != 2 ||
+		len(res.Source.Discarded) != 1 || res.Source.Discarded[0] != "refs/saivage/cards/project.a" {
+		t.Fatalf("reset = %d %q %q", code, out, errs)
+	}
+	if got := git("for-each-ref", "--format=%(refname) %(objectname)", "refs/saivage/"); got != "refs/saivage/cards/project "+main {
+		t.Errorf("private refs after the reset = %q", got)
+	}
+	if got := git("rev-parse", "main"); got != main {
+		t.Errorf("main moved to %s", got)
+	}
+	if code, out, errs := runCLI(t, vars, "validate"); code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("validate after the reset = %d %q %q", code, out, errs)
+	}
+	if code, out, _ := runCLI(t, vars, "card", "show", "project", "--json"); code != 0 || !strings.Contains(out, `"tip": "`+main) {
+		t.Errorf("root facts after the reset: %d %q", code, out)
 	}
 }

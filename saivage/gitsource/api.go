@@ -181,6 +181,12 @@ type AdvanceOptions struct {
 	// Base is the parent commit the child started from; the parent must
 	// still be there (old value checked) and the child must descend from it.
 	Base OID
+	// Squash, when the parent moved away from Base meanwhile, squashes the
+	// child's changes onto the parent's tip (one commit naming the child,
+	// as DeliverToParent does) instead of refusing.
+	Squash bool
+	// Title names the child in a squash commit ("card <id>" when empty).
+	Title string
 }
 
 // Delivery is the result of a delivery step.
@@ -194,6 +200,9 @@ type Delivery struct {
 	// Resumed is true when an earlier, interrupted run had already taken
 	// some of the steps.
 	Resumed bool `json:"resumed"`
+	// Squashed is true when AdvanceParent squashed because the parent had
+	// moved (Commit is then the squash commit).
+	Squashed bool `json:"squashed,omitempty"`
 }
 
 // DeliveryState is what Inspect found about a delivery.

@@ -22,7 +22,7 @@ const (
 	envCrashDir      = "GITSOURCE_CRASH_DIR"
 	envCrashAt       = "GITSOURCE_CRASH_AT"
 	envCrashReviewed = "GITSOURCE_CRASH_REVIEWED"
-	envCrashOp       = "GITSOURCE_CRASH_OP" // "checkpoint": checkpoint card b instead of delivering it
+	envCrashOp       = "GITSOURCE_CRASH_OP" // "checkpoint": checkpoint card b instead of delivering it; "squash": advance goal h (base GITSOURCE_CRASH_REVIEWED) with the squash fallback
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +57,12 @@ func crashHelper(dir string) int {
 		fmt.Printf("steps=%d\n", n)
 		return 0
 	}
-	if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: OID(os.Getenv(envCrashReviewed))}); err != nil {
+	if os.Getenv(envCrashOp) == "squash" {
+		_, err = r.AdvanceParent(ctx, AdvanceOptions{Child: "h", Parent: "root", Base: OID(os.Getenv(envCrashReviewed)), Squash: true})
+	} else {
+		_, err = r.DeliverToParent(ctx, DeliverOptions{Child: "b", Parent: "root", Reviewed: OID(os.Getenv(envCrashReviewed))})
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
@@ -246,5 +251,68 @@ func TestCrashAfterCheckpointRef(t *testing.T) {
 				t.Fatalf("next checkpoint's parent %s, want %s", p, cp)
 			}
 		})
+	}
+}
+
+// TestCrashDuringSquashFallback kills a real child after each durable step
+// of a goal's squash fallback (its parent moved) and of the delivery to the
+// branch, then reruns both: the goal's change lands exactly once, as one
+// squash commit naming it, and nothing is left uncommitted.
+func TestCrashDuringSquashFallback(t *testing.T) {
+	ctx := context.Background()
+	var crashed []Step
+	for at := 1; ; at++ {
+		dir := newCheckout(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+		r, root := commission(t, dir)
+		for _, g := range []struct{ goal, task, file string }{{"g", "t", "a.txt"}, {"h", "u", "b.txt"}} {
+			if _, err := r.Enter(ctx, EnterOptions{Card: g.goal, Parent: "root"}); err != nil {
+				t.Fatal(err)
+			}
+			reviewed := work(t, r, dir, g.task, g.goal, map[string]string{g.file: "new " + g.file + "\n"})
+			if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: g.task, Parent: g.goal, Reviewed: reviewed}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: root.Commit}); err != nil {
+			t.Fatal(err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashAt+"="+strconv.Itoa(at), envCrashOp+"=squash", envCrashReviewed+"="+string(root.Commit))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			if err != nil {
+				t.Fatalf("crash at step %d: helper failed: %v\n%s", at, err, out)
+			}
+			break // the helper ran past the last step
+		}
+		b, _ := os.ReadFile(dir + "/.git/crash-step")
+		crashed = append(crashed, Step(b))
+		r2 := openRepo(t, dir)
+		if _, err := r2.AdvanceParent(ctx, AdvanceOptions{Child: "h", Parent: "root", Base: root.Commit, Squash: true}); err != nil {
+			t.Fatalf("step %d (%s): resume the squash: %v", at, b, err)
+		}
+		if _, err := r2.DeliverToBranch(ctx, "root"); err != nil {
+			t.Fatalf("step %d (%s): resume to branch: %v", at, b, err)
+		}
+		if s := subjects(t, dir, "main"); !slices.Equal(s, []string{"card h (card h)", "card t (card t)", "initial"}) {
+			t.Fatalf("step %d (%s): main history %v", at, b, s)
+		}
+		if files := treeFiles(t, dir, "main"); files["a.txt"] != "100644 new a.txt" || files["b.txt"] != "100644 new b.txt" {
+			t.Fatalf("step %d (%s): main tree %v", at, b, files)
+		}
+		if s := porcelain(t, dir); s != "" {
+			t.Fatalf("step %d (%s): uncommitted %q", at, b, s)
+		}
+	}
+	t.Logf("killed after: %v", crashed)
+	for _, s := range []Step{StepSquashParent, StepBranchRef} {
+		if !slices.Contains(crashed, s) {
+			t.Errorf("no crash after step %s (crashed after %v)", s, crashed)
+		}
 	}
 }

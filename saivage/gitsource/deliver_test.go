@@ -411,3 +411,81 @@ func TestAdvanceParent(t *testing.T) {
 		t.Fatalf("main history %v", s)
 	}
 }
+
+// TestAdvanceParentSquashFallback: a goal whose parent moved while it
+// worked is squashed onto the parent's new tip (one commit naming it, its
+// changes and the parent's both kept); a rerun finds the squash; a goal
+// whose changes conflict with the parent's new ones is refused with the
+// paths and nothing moves (no rebase is started).
+func TestAdvanceParentSquashFallback(t *testing.T) {
+	ctx := context.Background()
+	dir := newCheckout(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	r, root := commission(t, dir)
+	// Three goals start at the same root tip; each holds one task's squash.
+	goal := func(g, task, file, content string) Tuple {
+		if _, err := r.Enter(ctx, EnterOptions{Card: g, Parent: "root"}); err != nil {
+			t.Fatal(err)
+		}
+		reviewed := work(t, r, dir, task, g, map[string]string{file: content})
+		if _, err := r.DeliverToParent(ctx, DeliverOptions{Child: task, Parent: g, Reviewed: reviewed, Title: "Task " + task}); err != nil {
+			t.Fatal(err)
+		}
+		tip, err := r.Lookup(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tip
+	}
+	goal("g", "t", "a.txt", "A\n")
+	h := goal("h", "u", "b.txt", "B\n")
+	k := goal("k", "v", "a.txt", "K\n")
+	if _, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "g", Parent: "root", Base: root.Commit, Squash: true}); err != nil {
+		t.Fatal(err)
+	}
+	var steps []Step
+	r = openRepo(t, dir, func(o *Options) { o.AfterStep = func(s Step) { steps = append(steps, s) } })
+	d, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "h", Parent: "root", Base: root.Commit, Squash: true, Title: "Goal H"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Squashed || d.Resumed || d.Commit == "" || d.Parent.Commit != d.Commit || !slices.Contains(steps, StepSquashParent) {
+		t.Fatalf("fallback = %+v (steps %v)", d, steps)
+	}
+	if s := subjects(t, dir, "refs/saivage/cards/root"); !slices.Equal(s, []string{"Goal H (card h)", "Task t (card t)", "initial"}) {
+		t.Fatalf("root history %v", s)
+	}
+	if body := gitT(t, dir, "log", "-1", "--format=%B", string(d.Commit)); !strings.Contains(body, "Saivage-Card: h") || !strings.Contains(body, "Saivage-Reviewed: "+string(h.Commit)) {
+		t.Fatalf("squash message %q", body)
+	}
+	if got := gitT(t, dir, "rev-parse", "HEAD"); got != string(d.Commit) || porcelain(t, dir) != "" {
+		t.Fatalf("HEAD %s (want %s), status %q", got, d.Commit, porcelain(t, dir))
+	}
+	// A rerun (a crash after the squash) finds it and only selects.
+	if again, err := r.AdvanceParent(ctx, AdvanceOptions{Child: "h", Parent: "root", Base: root.Commit, Squash: true}); err != nil ||
+		again.Commit != d.Commit || !again.Resumed || !again.Squashed {
+		t.Fatalf("rerun = %+v, %v", again, err)
+	}
+	// k's a.txt conflicts with g's: refused with the path, nothing moves.
+	var sc *SquashConflictError
+	_, err = r.AdvanceParent(ctx, AdvanceOptions{Child: "k", Parent: "root", Base: root.Commit, Squash: true})
+	if !errors.As(err, &sc) || !slices.Equal(sc.Paths, []string{"a.txt"}) || sc.ParentTip != d.Commit || sc.ChildTip != k.Commit {
+		t.Fatalf("conflicting fallback = %v, want a SquashConflictError on a.txt", err)
+	}
+	if got := gitT(t, dir, "rev-parse", "refs/saivage/cards/root", "refs/saivage/cards/k", "HEAD"); got != string(d.Commit)+"\n"+string(k.Commit)+"\n"+string(d.Commit) {
+		t.Fatalf("refused fallback moved refs or HEAD: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git", "rebase-merge")); err == nil || porcelain(t, dir) != "" {
+		t.Fatalf("refused fallback left a rebase or dirt: %q", porcelain(t, dir))
+	}
+	if _, err := r.DeliverToBranch(ctx, "root"); err != nil {
+		t.Fatal(err)
+	}
+	if s := subjects(t, dir, "main"); !slices.Equal(s, []string{"Goal H (card h)", "Task t (card t)", "initial"}) {
+		t.Fatalf("main history %v", s)
+	}
+	for f, want := range map[string]string{"a.txt": "A", "b.txt": "B"} {
+		if got := gitT(t, dir, "show", "main:"+f); got != want {
+			t.Errorf("main:%s = %q, want %q", f, got, want)
+		}
+	}
+}

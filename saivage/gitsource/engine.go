@@ -437,34 +437,61 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 	}
 	tree := c.Tree
 	if OID(strings.TrimSpace(string(base.Stdout))) != p.Commit {
-		out, res, err := r.runCode(ctx, Command{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", string(p.Commit), string(c.Commit)}})
-		switch {
-		case err != nil:
+		var conflicts []string
+		if tree, conflicts, err = r.mergeTrees(ctx, p.Commit, c.Commit); err != nil {
 			return d, err
-		case res.ExitCode == 1:
+		}
+		if conflicts != nil {
 			return d, r.startRebase(ctx, opts, c, p, OID(strings.TrimSpace(string(base.Stdout))))
-		case res.ExitCode != 0:
-			return d, r.commandError(Command{Args: []string{"merge-tree"}}, out, res)
 		}
-		tree = OID(strings.SplitN(string(out.Stdout), "\x00", 2)[0])
 	}
-	if tree != p.Tree {
-		title := opts.Title
-		if title == "" {
-			title = "card " + opts.Child
-		}
-		msg := fmt.Sprintf("%s (card %s)\n\nSaivage-Card: %s\nSaivage-Reviewed: %s\n", title, opts.Child, opts.Child, opts.Reviewed)
-		s, err := r.commitTree(ctx, tree, msg, p.Commit)
-		if err != nil {
-			return d, err
-		}
-		if err := r.updateRef(ctx, p.Ref, s, p.Commit, "saivage: deliver "+opts.Child); err != nil {
-			return d, err
-		}
-		r.step(StepSquashParent)
-		d.Commit, p = s, Tuple{Ref: p.Ref, Commit: s, Tree: tree}
+	if err := r.squash(ctx, &p, &d, tree, opts.Child, opts.Title, opts.Reviewed); err != nil {
+		return d, err
 	}
 	return d, r.settleParent(ctx, p, &d, cur.Tree)
+}
+
+// mergeTrees merges two commits' trees without touching the checkout
+// (git merge-tree --write-tree, merge base found by Git). A conflict
+// returns the conflicted paths (non-nil) and no tree.
+func (r *Repo) mergeTrees(ctx context.Context, ours, theirs OID) (OID, []string, error) {
+	cmd := Command{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", string(ours), string(theirs)}}
+	out, res, err := r.runCode(ctx, cmd)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case res.ExitCode == 1:
+		// <tree> NUL <path> NUL ... NUL NUL <messages>
+		files, _, _ := strings.Cut(string(out.Stdout), "\x00\x00")
+		names := strings.Split(files, "\x00")[1:]
+		return "", sortedUnique(append([]string{}, names...)), nil
+	case res.ExitCode != 0:
+		return "", nil, r.commandError(cmd, out, res)
+	}
+	return OID(strings.SplitN(string(out.Stdout), "\x00", 2)[0]), nil, nil
+}
+
+// squash commits tree onto the parent's ref as one commit naming the child
+// (its trailers let a rerun find it) and moves *p to it; a tree equal to
+// the parent's writes nothing (d.Commit stays "").
+func (r *Repo) squash(ctx context.Context, p *Tuple, d *Delivery, tree OID, child, title string, reviewed OID) error {
+	if tree == p.Tree {
+		return nil
+	}
+	if title == "" {
+		title = "card " + child
+	}
+	msg := fmt.Sprintf("%s (card %s)\n\nSaivage-Card: %s\nSaivage-Reviewed: %s\n", title, child, child, reviewed)
+	s, err := r.commitTree(ctx, tree, msg, p.Commit)
+	if err != nil {
+		return err
+	}
+	if err := r.updateRef(ctx, p.Ref, s, p.Commit, "saivage: deliver "+child); err != nil {
+		return err
+	}
+	r.step(StepSquashParent)
+	d.Commit, *p = s, Tuple{Ref: p.Ref, Commit: s, Tree: tree}
+	return nil
 }
 
 // AdvanceParent passes a child's source up to a parent that is not
@@ -472,9 +499,13 @@ func (r *Repo) deliverToParent(ctx context.Context, opts DeliverOptions) (Delive
 // parent's tip is still the child's base and the child descends from it,
 // the parent's ref fast-forwards to the child's tip (old value checked),
 // the parent is selected in the checkout and verified, as DeliverToParent
-// does. Otherwise it refuses with a *NotFastForwardError and moves
-// nothing. The checkout must match its current selection. Idempotent: a
-// parent already at the child's tip is only selected (Delivery.Commit "").
+// does. When the parent moved away from Base meanwhile and opts.Squash is
+// set, the child's changes are squashed onto the parent's tip instead (as
+// DeliverToParent does, Delivery.Squashed), and a conflict refuses with a
+// *SquashConflictError naming the paths (no native rebase, nothing moves).
+// Otherwise it refuses with a *NotFastForwardError and moves nothing. The
+// checkout must match its current selection. Idempotent: a parent already
+// at the child's tip, or holding its squash, is only selected.
 func (r *Repo) AdvanceParent(ctx context.Context, opts AdvanceOptions) (Delivery, error) {
 	d, err := r.advanceParent(ctx, opts)
 	if err != nil {
@@ -492,6 +523,23 @@ func (r *Repo) advanceParent(ctx context.Context, opts AdvanceOptions) (Delivery
 	if err != nil {
 		return d, err
 	}
+	// An interrupted run may have moved the ref and switched the checkout
+	// already: settling checks the checkout against the parent first, then
+	// against HEAD (later dirt refuses either way).
+	if p.Commit == c.Commit { // nothing new, or an interrupted run moved the ref
+		d.Resumed = p.Commit != opts.Base
+		return d, r.settleParent(ctx, p, &d, "")
+	}
+	if opts.Squash && p.Commit != opts.Base { // an interrupted fallback squashed already
+		done, err := r.findDelivered(ctx, p.Commit, c.Commit)
+		if err != nil {
+			return d, err
+		}
+		if done != "" {
+			d.Resumed, d.Squashed, d.Commit = true, true, done
+			return d, r.settleParent(ctx, p, &d, "")
+		}
+	}
 	cur, err := r.headTuple(ctx)
 	if err != nil {
 		return d, err
@@ -499,18 +547,31 @@ func (r *Repo) advanceParent(ctx context.Context, opts AdvanceOptions) (Delivery
 	if err := r.Verify(ctx, cur); err != nil { // later dirt refuses
 		return d, err
 	}
-	if p.Commit == c.Commit { // nothing new, or an interrupted run moved the ref
-		d.Resumed = p.Commit != opts.Base
-		return d, r.settleParent(ctx, p, &d, cur.Tree)
-	}
 	refuse := &NotFastForwardError{Child: opts.Child, Parent: opts.Parent, Base: opts.Base, ParentTip: p.Commit, ChildTip: c.Commit}
-	if p.Commit != opts.Base {
-		return d, refuse
-	}
 	if _, res, err := r.runCode(ctx, Command{Args: []string{"merge-base", "--is-ancestor", string(opts.Base), string(c.Commit)}}); err != nil {
 		return d, err
 	} else if res.ExitCode != 0 {
+		refuse.Unrelated = true
 		return d, refuse
+	}
+	if p.Commit != opts.Base {
+		if !opts.Squash {
+			return d, refuse
+		}
+		// The parent moved meanwhile: squash the child's changes onto its
+		// tip instead, unless they conflict (then nothing moves).
+		tree, conflicts, err := r.mergeTrees(ctx, p.Commit, c.Commit)
+		if err != nil {
+			return d, err
+		}
+		if conflicts != nil {
+			return d, &SquashConflictError{NotFastForwardError: *refuse, Paths: conflicts}
+		}
+		if err := r.squash(ctx, &p, &d, tree, opts.Child, opts.Title, c.Commit); err != nil {
+			return d, err
+		}
+		d.Squashed = true
+		return d, r.settleParent(ctx, p, &d, cur.Tree)
 	}
 	if err := r.updateRef(ctx, p.Ref, c.Commit, p.Commit, "saivage: advance to "+opts.Child); err != nil {
 		return d, err

@@ -79,15 +79,30 @@ type NotFastForwardError struct {
 	// Base is the commit the child started from, ParentTip the parent's
 	// tip now, ChildTip the child's.
 	Base, ParentTip, ChildTip OID
+	// Unrelated is true when the child does not descend from Base.
+	Unrelated bool
 }
 
 func (e *NotFastForwardError) Error() string {
-	if e.ParentTip != e.Base {
+	if !e.Unrelated {
 		return fmt.Sprintf("parent %s moved from %s to %s while card %s worked; its tip %s cannot fast-forward the parent",
 			e.Parent, short(e.Base), short(e.ParentTip), e.Child, short(e.ChildTip))
 	}
 	return fmt.Sprintf("card %s's tip %s does not descend from its base %s; it cannot fast-forward parent %s",
 		e.Child, short(e.ChildTip), short(e.Base), e.Parent)
+}
+
+// SquashConflictError refuses AdvanceParent's squash fallback: the parent
+// moved away from the child's base and the child's changes conflict with
+// the parent's new ones in Paths. Nothing moved, no rebase was started.
+type SquashConflictError struct {
+	NotFastForwardError
+	Paths []string
+}
+
+func (e *SquashConflictError) Error() string {
+	return fmt.Sprintf("parent %s moved from %s to %s while card %s worked, and squashing the card's tip %s onto it conflicts in %s; nothing moved",
+		e.Parent, short(e.Base), short(e.ParentTip), e.Child, short(e.ChildTip), strings.Join(e.Paths, ", "))
 }
 
 // ConflictError reports that replaying a child onto its advanced parent

@@ -219,8 +219,7 @@ func (s *source) settle(ctx context.Context, act *activation, res *nodeResult) (
 	switch {
 	case s.policy.Delivers(act.card.Type):
 		if act.reviewed == "" {
-			res.terminal, res.reason = "BLOCKED", fmt.Sprintf("card %s reached DONE without an approved review of its source; nothing was delivered", id)
-			return false, s.returnToParent(ctx, act)
+			return false, s.block(ctx, act, res, fmt.Sprintf("card %s reached DONE without an approved review of its source; nothing was delivered", id))
 		}
 		d, err := s.repo.DeliverToParent(ctx, gitsource.DeliverOptions{Child: id, Parent: parent, Reviewed: act.reviewed, Title: act.card.Title})
 		var conflict *gitsource.ConflictError
@@ -232,7 +231,11 @@ func (s *source) settle(ctx context.Context, act *activation, res *nodeResult) (
 		}
 		return false, s.delivered(ctx, act, d)
 	case id != cards.RootID:
-		return false, s.passUp(ctx, act)
+		why, err := s.passUp(ctx, act)
+		if err != nil || why == "" {
+			return false, err
+		}
+		return false, s.block(ctx, act, res, why)
 	default:
 		d, err := s.repo.DeliverToBranch(ctx, id)
 		if err != nil {
@@ -241,6 +244,14 @@ func (s *source) settle(ctx context.Context, act *activation, res *nodeResult) (
 		s.rt.logEvent("source_delivered", map[string]any{"card": id, "branch": s.policy.DeliveryBranch, "commit": string(d.Parent.Commit)})
 		return false, s.publish(ctx, id, func(f *cards.SourceFacts) { f.Branch = string(d.Parent.Commit) })
 	}
+}
+
+// block turns a DONE that cannot deliver into BLOCKED with the reason, as
+// a gate block is (no promoted result, no exports), and returns the
+// checkout to the parent.
+func (s *source) block(ctx context.Context, act *activation, res *nodeResult, why string) error {
+	*res = nodeResult{terminal: "BLOCKED", reason: why}
+	return s.returnToParent(ctx, act)
 }
 
 // delivered publishes the parent's then the child's facts.
@@ -263,30 +274,50 @@ func (s *source) delivered(ctx context.Context, act *activation, d gitsource.Del
 // passUp delivers a card without a review binding: its source holds only
 // its children's reviewed deliveries, so the parent's ref fast-forwards to
 // its tip (gitsource.AdvanceParent) when the parent is still where the card
-// started; own unreviewed changes, or a parent that moved meanwhile, hold
-// the source.
-func (s *source) passUp(ctx context.Context, act *activation) error {
+// started, and receives one squash commit naming the card when the parent
+// moved meanwhile. Own unreviewed changes hold the source. A squash that
+// conflicts with the parent's newer source moves nothing: the card's work
+// stays on its ref, the reason is published as held and returned, and the
+// card ends BLOCKED with it (no correction runs: the card type has no
+// review binding, so a correction's result could never be reviewed).
+func (s *source) passUp(ctx context.Context, act *activation) (blocked string, err error) {
 	id, parent := act.card.ID, act.card.Parent
 	_, obs, err := s.observe(ctx, id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !obs.Clean() {
-		return &heldError{fmt.Sprintf("card %s holds unreviewed source changes (%s); only %s cards deliver source", id, describe(obs), strings.Join(s.bound(), ", "))}
+		return "", &heldError{fmt.Sprintf("card %s holds unreviewed source changes (%s); only %s cards deliver source", id, describe(obs), strings.Join(s.bound(), ", "))}
 	}
 	c, err := s.rt.p.Cards.Get(ctx, id)
 	if err != nil {
-		return err
+		return "", err
 	}
-	d, err := s.repo.AdvanceParent(ctx, gitsource.AdvanceOptions{Child: id, Parent: parent, Base: gitsource.OID(c.Git.Base)})
+	d, err := s.repo.AdvanceParent(ctx, gitsource.AdvanceOptions{Child: id, Parent: parent, Base: gitsource.OID(c.Git.Base),
+		Squash: true, Title: act.card.Title})
 	var nf *gitsource.NotFastForwardError
-	if errors.As(err, &nf) {
-		return &heldError{fmt.Sprintf("%v; its children's deliveries need a rebase this build does not do for %s cards", nf, act.card.Type)}
+	var sc *gitsource.SquashConflictError
+	switch {
+	case errors.As(err, &sc):
+		why := fmt.Sprintf("source held: %v. The reviewed work stays on card %s's private ref and %s is unchanged; %s cards have no review binding, so no correction runs: re-plan the conflicting work against %s's current source",
+			sc, id, parent, act.card.Type, parent)
+		return why, s.markHeld(ctx, id, why)
+	case errors.As(err, &nf):
+		why := "source held: " + nf.Error()
+		return why, s.markHeld(ctx, id, why)
+	case err != nil:
+		return "", fmt.Errorf("deliver %s to %s: %w", id, parent, err)
 	}
-	if err != nil {
-		return fmt.Errorf("deliver %s to %s: %w", id, parent, err)
+	if d.Squashed {
+		s.rt.logEvent("source_squashed", map[string]any{"card": id, "parent": parent, "base": c.Git.Base, "commit": string(d.Commit)})
 	}
-	return s.delivered(ctx, act, d)
+	return "", s.delivered(ctx, act, d)
+}
+
+// markHeld logs and publishes why a card's source is held.
+func (s *source) markHeld(ctx context.Context, id, why string) error {
+	s.rt.logEvent("source_held", map[string]any{"card": id, "reason": why})
+	return s.publish(ctx, id, func(f *cards.SourceFacts) { f.Held = why })
 }
 
 func (s *source) bound() []string {
@@ -309,10 +340,7 @@ func (s *source) returnToParent(ctx context.Context, act *activation) error {
 	if id == cards.RootID {
 		return nil
 	}
-	hold := func(why string) error {
-		s.rt.logEvent("source_held", map[string]any{"card": id, "reason": why})
-		return s.publish(ctx, id, func(f *cards.SourceFacts) { f.Held = why })
-	}
+	hold := func(why string) error { return s.markHeld(ctx, id, why) }
 	_, obs, err := s.observe(ctx, id)
 	if err != nil {
 		return err
