@@ -104,6 +104,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		return
 	}
 
+	if chain = pinned(r.Context(), chain); len(chain) == 0 {
+		fail(http.StatusNotFound, "pinned_target_not_found", fmt.Sprintf("the pinned candidate is not one of %s's", model))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
 	x := &exchange{g: g, w: w, ctx: ctx, path: path, fields: fields, rec: rec, start: start}
