@@ -33,8 +33,10 @@ type Trace struct {
 func (g *Gateway) Router() *Router {
 	h := http.NewServeMux()
 	h.HandleFunc("POST /v1/chat/completions", g.handleChat)
+	// The gateway times each candidate's attempt (so a stalled one fails
+	// over); the client's own clocks would run across all attempts.
 	return &Router{g: g, client: llm.NewClient(llm.ClientOptions{BaseURL: "http://gateway.in-process/v1",
-		HTTPClient: &http.Client{Transport: InProcess(h)}})}
+		HTTPClient: &http.Client{Transport: InProcess(h)}, StreamInactivity: -1, CallTimeLimit: -1})}
 }
 
 // Do sends a chat request without streaming.
