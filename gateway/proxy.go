@@ -200,7 +200,7 @@ func (x *exchange) upstreamBody(t *target, stream bool) []byte {
 type attemptTimers struct {
 	ctx              context.Context
 	cancel           context.CancelCauseFunc
-	idle, abs        *time.Timer // idle is nil for a non-streamed attempt
+	idle, abs        *time.Timer // nil when the limit does not apply
 	inactivity       time.Duration
 	stalled, tooLong error
 }
@@ -212,7 +212,11 @@ func (x *exchange) startAttempt(stream bool) *attemptTimers {
 	a := &attemptTimers{ctx: ctx, cancel: cancel, inactivity: x.g.inactivity,
 		stalled: fmt.Errorf("%w: no data from the model for %s", llm.ErrStreamStalled, x.g.inactivity),
 		tooLong: fmt.Errorf("%w: the model was still answering after %s", llm.ErrCallTimeLimit, x.g.attemptLimit)}
-	a.abs = time.AfterFunc(x.g.attemptLimit, func() { cancel(a.tooLong) })
+	// A request deadline no later than the attempt limit ends the attempt
+	// first: it is the call's limit, and no other candidate has time left.
+	if dl, ok := x.ctx.Deadline(); !ok || time.Until(dl) > x.g.attemptLimit {
+		a.abs = time.AfterFunc(x.g.attemptLimit, func() { cancel(a.tooLong) })
+	}
 	if stream {
 		a.idle = time.AfterFunc(a.inactivity, func() { cancel(a.stalled) })
 	}
@@ -227,7 +231,9 @@ func (a *attemptTimers) progress() {
 }
 
 func (a *attemptTimers) stop() {
-	a.abs.Stop()
+	if a.abs != nil {
+		a.abs.Stop()
+	}
 	if a.idle != nil {
 		a.idle.Stop()
 	}
@@ -450,7 +456,7 @@ func (x *exchange) tryStream(t *target) bool {
 			code = llm.CallTimeLimitCode
 		}
 	case x.ctx.Err() == context.DeadlineExceeded:
-		rec.Outcome, reason = OutcomeTimeout, fmt.Sprintf("request deadline of %s exceeded during the stream", x.g.timeout)
+		rec.Outcome, code, reason = OutcomeTimeout, llm.CallTimeLimitCode, fmt.Sprintf("request deadline of %s exceeded during the stream", x.g.timeout)
 	case x.ctx.Err() != nil:
 		rec.Outcome, rec.Error = OutcomeCancelled, "client went away during the stream"
 		return true
