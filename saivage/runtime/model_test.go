@@ -212,3 +212,20 @@ func TestContextRejectionCompactsOnce(t *testing.T) {
 		t.Errorf("compaction events = %d", len(ev))
 	}
 }
+
+// TestPinnedPassIsNotCompacted: a context-length rejection of the pinned
+// content-policy pass ends the call instead of compacting (no summary call).
+func TestPinnedPassIsNotCompacted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.srv.Enqueue("tier-5",
+		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"},
+		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too long"},
+	)
+	sum := runToEnd(t, e)
+	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "not compacted") {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := len(e.srv.Requests()); n != 2 {
+		t.Errorf("%d requests, want the refused one and its pinned pass only", n)
+	}
+}
