@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentstack/agentstack/llm"
@@ -22,9 +23,12 @@ func TestCodexCacheKeyFollowsTheInvocationOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	var headers []string
 	codex := newProvider(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		mu.Lock()
 		headers = append(headers, r.Header.Get("session_id"))
+		mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Write(stream)
 	})
@@ -72,6 +76,8 @@ func TestCodexCacheKeyFollowsTheInvocationOwner(t *testing.T) {
 	call(executor, "primary")
 
 	s := codex.seen()
+	mu.Lock()
+	defer mu.Unlock()
 	if len(s) != 5 {
 		t.Fatalf("codex saw %d requests", len(s))
 	}
