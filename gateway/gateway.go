@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentstack/agentstack/llm"
 )
 
 // MaxRequestBytes bounds a request body.
@@ -37,6 +39,16 @@ type Options struct {
 	// RequestTimeout is one deadline for every attempt and the response body
 	// (default DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// StreamInactivity is how long one candidate's stream may go without an
+	// SSE data event, counted from the request (headers do not renew it).
+	// Before any output the attempt fails and the next candidate is tried;
+	// after output started the stream ends with an in-band
+	// llm.StreamStalledCode error. 0 means llm.DefaultStreamInactivity.
+	StreamInactivity time.Duration
+	// AttemptTimeLimit bounds one candidate's attempt, streamed or not,
+	// however steadily data arrives; past it the attempt fails like a stall
+	// (code llm.CallTimeLimitCode). 0 means llm.DefaultCallTimeLimit.
+	AttemptTimeLimit time.Duration
 	// Ledger records usage; nil records nothing.
 	Ledger Ledger
 	Logger *slog.Logger
@@ -52,11 +64,13 @@ type Gateway struct {
 	names   []string
 	apiKey  []byte
 	timeout time.Duration
-	ledger  Ledger
-	log     *slog.Logger
-	client  *http.Client
-	secrets []string
-	handler http.Handler
+	// inactivity and attemptLimit are the per-attempt limits.
+	inactivity, attemptLimit time.Duration
+	ledger                   Ledger
+	log                      *slog.Logger
+	client                   *http.Client
+	secrets                  []string
+	handler                  http.Handler
 }
 
 // New validates opts.Config and resolves every public name's targets.
@@ -72,14 +86,21 @@ func New(opts Options) (*Gateway, error) {
 		lookup = func(string) (string, bool) { return "", false }
 	}
 	g := &Gateway{
-		cfg:     opts.Config,
-		chains:  buildChains(opts.Config, lookup),
-		timeout: opts.RequestTimeout,
-		ledger:  opts.Ledger,
-		log:     opts.Logger,
+		cfg:        opts.Config,
+		chains:     buildChains(opts.Config, lookup),
+		timeout:    opts.RequestTimeout,
+		inactivity: opts.StreamInactivity, attemptLimit: opts.AttemptTimeLimit,
+		ledger: opts.Ledger,
+		log:    opts.Logger,
 	}
 	if g.timeout <= 0 {
 		g.timeout = DefaultRequestTimeout
+	}
+	if g.inactivity <= 0 {
+		g.inactivity = llm.DefaultStreamInactivity
+	}
+	if g.attemptLimit <= 0 {
+		g.attemptLimit = llm.DefaultCallTimeLimit
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

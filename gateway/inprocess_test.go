@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,81 @@ func TestInProcessStalledStream(t *testing.T) {
 	}
 	if recs := f.ledger.waitRequests(t, 1); len(recs) != 1 {
 		t.Errorf("ledger rows = %d", len(recs))
+	}
+}
+
+// A candidate that stalls before any output, or runs past its attempt
+// limit, is a failed attempt: the same call moves on to the next
+// candidate. A stall after output started ends the stream (no switching
+// mid-output). A limit longer than the model's delay does not trip.
+func TestAttemptLimitsFailOver(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        gateway.Options
+		stream      bool
+		first       llmtest.Reply
+		wantContent string // "" = the call fails
+		wantErr     error
+		wantModels  string
+	}{
+		{"stream: no headers within the inactivity limit", gateway.Options{StreamInactivity: 400 * time.Millisecond},
+			true, llmtest.Reply{Content: "late", Delay: time.Minute}, "from second", nil, "first second"},
+		{"not streamed: past the attempt limit", gateway.Options{AttemptTimeLimit: 400 * time.Millisecond},
+			false, llmtest.Reply{Content: "late", Delay: time.Minute}, "from second", nil, "first second"},
+		{"stream: a long inactivity limit waits for a slow model", gateway.Options{StreamInactivity: time.Minute},
+			true, llmtest.Reply{Content: "slow but fine", Delay: 1500 * time.Millisecond}, "slow but fine", nil, "first"},
+		{"not streamed: a long attempt limit waits for a slow model", gateway.Options{AttemptTimeLimit: time.Minute},
+			false, llmtest.Reply{Content: "slow but fine", Delay: 1500 * time.Millisecond}, "slow but fine", nil, "first"},
+		{"stream: a stall after output ends the call", gateway.Options{StreamInactivity: 400 * time.Millisecond},
+			true, llmtest.Reply{Content: "never finishes", Chunks: 3, Hold: make(chan struct{})}, "", llm.ErrStreamStalled, "first"},
+		{"stream: past the attempt limit after output ends the call", gateway.Options{AttemptTimeLimit: 1200 * time.Millisecond},
+			true, llmtest.Reply{Content: "trickle trickle trickle", Chunks: 40, ChunkDelay: 100 * time.Millisecond}, "", llm.ErrCallTimeLimit, "first"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, twoCandidates, tc.opts)
+			if tc.first.Hold != nil {
+				t.Cleanup(func() { close(tc.first.Hold) })
+			}
+			f.upstream.Enqueue("first", tc.first)
+			f.upstream.Enqueue("second", llmtest.Reply{Content: "from second"})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req := &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "hi"}}}
+			var resp *llm.ChatResponse
+			var tr *gateway.Trace
+			var err error
+			if tc.stream {
+				resp, tr, err = f.gw.Router().Stream(ctx, req, nil)
+			} else {
+				resp, tr, err = f.gw.Router().Do(ctx, req)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the call outlived its test deadline")
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if resp == nil || resp.Choices[0].Message.Content == "" {
+					t.Errorf("no partial response: %+v", resp)
+				}
+			} else if err != nil || resp.Choices[0].Message.Content != tc.wantContent {
+				t.Fatalf("err %v, response %+v", err, resp)
+			}
+			var models []string
+			for _, r := range f.upstream.Requests() {
+				models = append(models, r.Model)
+			}
+			if got := strings.Join(models, " "); got != tc.wantModels {
+				t.Errorf("upstream saw %s, want %s", got, tc.wantModels)
+			}
+			if tc.wantModels == "first second" {
+				a := tr.Attempts[0]
+				if len(tr.Attempts) != 2 || a.Outcome != gateway.OutcomeRetryable || !strings.Contains(a.Error, "model") {
+					t.Errorf("attempts = %+v", tr.Attempts)
+				}
+			}
+		})
 	}
 }

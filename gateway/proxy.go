@@ -104,6 +104,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		return
 	}
 
+	if chain = pinned(r.Context(), chain); len(chain) == 0 {
+		fail(http.StatusNotFound, "pinned_target_not_found", fmt.Sprintf("the pinned candidate is not one of %s's", model))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
 	x := &exchange{g: g, w: w, ctx: ctx, path: path, fields: fields, rec: rec, start: start}
@@ -189,9 +193,74 @@ func (x *exchange) upstreamBody(t *target, stream bool) []byte {
 	return joinObject(f)
 }
 
-// send posts to t and returns the response once its headers arrived.
-func (x *exchange) send(t *target, stream bool) (*http.Response, time.Duration, error) {
-	req, err := http.NewRequestWithContext(x.ctx, http.MethodPost, t.baseURL+x.path, bytes.NewReader(x.upstreamBody(t, stream)))
+// attemptTimers are the limits on one candidate's attempt: the absolute
+// limit and, for a stream, the inactivity limit. Each cancels the attempt's
+// context with its own error as the cause, which moves a request that has
+// not produced output on to the next candidate.
+type attemptTimers struct {
+	ctx              context.Context
+	cancel           context.CancelCauseFunc
+	idle, abs        *time.Timer // nil when the limit does not apply
+	inactivity       time.Duration
+	stalled, tooLong error
+}
+
+// startAttempt starts an attempt's clocks; they run from before the
+// request is sent.
+func (x *exchange) startAttempt(stream bool) *attemptTimers {
+	ctx, cancel := context.WithCancelCause(x.ctx)
+	a := &attemptTimers{ctx: ctx, cancel: cancel, inactivity: x.g.inactivity,
+		stalled: fmt.Errorf("%w: no data from the model for %s", llm.ErrStreamStalled, x.g.inactivity),
+		tooLong: fmt.Errorf("%w: the model was still answering after %s", llm.ErrCallTimeLimit, x.g.attemptLimit)}
+	// A request deadline no later than the attempt limit ends the attempt
+	// first: it is the call's limit, and no other candidate has time left.
+	if dl, ok := x.ctx.Deadline(); !ok || time.Until(dl) > x.g.attemptLimit {
+		a.abs = time.AfterFunc(x.g.attemptLimit, func() { cancel(a.tooLong) })
+	}
+	if stream {
+		a.idle = time.AfterFunc(a.inactivity, func() { cancel(a.stalled) })
+	}
+	return a
+}
+
+// progress restarts the inactivity clock after a data event.
+func (a *attemptTimers) progress() {
+	if a.idle != nil {
+		a.idle.Reset(a.inactivity)
+	}
+}
+
+func (a *attemptTimers) stop() {
+	if a.abs != nil {
+		a.abs.Stop()
+	}
+	if a.idle != nil {
+		a.idle.Stop()
+	}
+	a.cancel(nil)
+}
+
+// expired returns the limit that ended the attempt (nil if none did).
+func (a *attemptTimers) expired() error {
+	if c := context.Cause(a.ctx); c == a.stalled || c == a.tooLong {
+		return c
+	}
+	return nil
+}
+
+// failure is the user-safe line of a failed attempt: the limit that ended
+// it, or what went wrong.
+func (a *attemptTimers) failure(what string, err error) string {
+	if lim := a.expired(); lim != nil {
+		return lim.Error()
+	}
+	return what + err.Error()
+}
+
+// send posts to t within the attempt's context and returns the response
+// once its headers arrived.
+func (x *exchange) send(ctx context.Context, t *target, stream bool) (*http.Response, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+x.path, bytes.NewReader(x.upstreamBody(t, stream)))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -226,9 +295,11 @@ func (x *exchange) send(t *target, stream bool) (*http.Response, time.Duration, 
 // provider that cannot stream), a successful answer is re-emitted as SSE.
 // It reports whether the exchange is finished.
 func (x *exchange) tryOnce(t *target, clientStream bool) bool {
-	resp, toHeaders, err := x.send(t, false)
+	a := x.startAttempt(false)
+	defer a.stop()
+	resp, toHeaders, err := x.send(a.ctx, t, false)
 	if err != nil {
-		x.attempt(t, false, 0, OutcomeRetryable, toHeaders, err.Error())
+		x.attempt(t, false, 0, OutcomeRetryable, toHeaders, a.failure("", err))
 		return false
 	}
 	defer resp.Body.Close()
@@ -238,7 +309,7 @@ func (x *exchange) tryOnce(t *target, clientStream bool) bool {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, llm.MaxResponseBytes))
 	if err != nil {
-		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, "response body: "+err.Error())
+		x.attempt(t, false, resp.StatusCode, OutcomeRetryable, toHeaders, a.failure("response body: ", err))
 		return false
 	}
 	return x.finish(t, resp, toHeaders, body, clientStream)
@@ -304,9 +375,11 @@ func providerMessage(body []byte) string {
 // candidate; afterwards a failure ends the client's stream with an error
 // event and [DONE], never switching providers mid-output.
 func (x *exchange) tryStream(t *target) bool {
-	resp, toHeaders, err := x.send(t, true)
+	a := x.startAttempt(true)
+	defer a.stop()
+	resp, toHeaders, err := x.send(a.ctx, t, true)
 	if err != nil {
-		x.attempt(t, true, 0, OutcomeRetryable, toHeaders, err.Error())
+		x.attempt(t, true, 0, OutcomeRetryable, toHeaders, a.failure("", err))
 		return false
 	}
 	defer resp.Body.Close()
@@ -317,7 +390,7 @@ func (x *exchange) tryStream(t *target) bool {
 	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header.Get("Content-Type")) {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, llm.MaxResponseBytes))
 		if err != nil {
-			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "response body: "+err.Error())
+			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, a.failure("response body: ", err))
 			return false
 		}
 		if resp.StatusCode/100 != 2 && strings.Contains(strings.ToLower(providerMessage(body)), "stream") {
@@ -337,7 +410,7 @@ func (x *exchange) tryStream(t *target) bool {
 	}()
 	first, data, err := readEvent(events, nil, nil)
 	if err != nil {
-		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "stream ended before any output: "+err.Error())
+		x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, a.failure("stream ended before any output: ", err))
 		return false
 	}
 	x.attempt(t, true, resp.StatusCode, OutcomeOK, toHeaders, "")
@@ -367,17 +440,23 @@ func (x *exchange) tryStream(t *target) bool {
 		if bytes.Equal(data, []byte("[DONE]")) {
 			return true
 		}
+		a.progress()                                              // the client's time to take the event is not the model's
 		first, data, err = readEvent(events, first[:0], data[:0]) // both were written out
 		if err != nil {
 			break
 		}
 	}
 	// The upstream stream broke after output started.
-	reason := "the provider's stream ended before [DONE]"
+	reason, code := "the provider's stream ended before [DONE]", "stream_interrupted"
 	rec.Outcome = OutcomeStreamError
-	switch {
+	switch lim := a.expired(); {
+	case lim != nil:
+		rec.Outcome, reason, code = OutcomeTimeout, lim.Error(), llm.StreamStalledCode
+		if lim == a.tooLong {
+			code = llm.CallTimeLimitCode
+		}
 	case x.ctx.Err() == context.DeadlineExceeded:
-		rec.Outcome, reason = OutcomeTimeout, fmt.Sprintf("request deadline of %s exceeded during the stream", x.g.timeout)
+		rec.Outcome, code, reason = OutcomeTimeout, llm.CallTimeLimitCode, fmt.Sprintf("request deadline of %s exceeded during the stream", x.g.timeout)
 	case x.ctx.Err() != nil:
 		rec.Outcome, rec.Error = OutcomeCancelled, "client went away during the stream"
 		return true
@@ -386,7 +465,7 @@ func (x *exchange) tryStream(t *target) bool {
 	}
 	rec.Error = reason
 	b, _ := json.Marshal(llm.StreamChunk{Object: "chat.completion.chunk", Choices: []llm.StreamChoice{},
-		Error: &llm.ErrorBody{Message: x.g.scrubString(reason), Type: "upstream_error", Code: "stream_interrupted"}})
+		Error: &llm.ErrorBody{Message: x.g.scrubString(reason), Type: "upstream_error", Code: code}})
 	fmt.Fprintf(x.w, "data: %s\n\ndata: [DONE]\n\n", b)
 	if flusher != nil {
 		flusher.Flush()

@@ -33,8 +33,10 @@ type Trace struct {
 func (g *Gateway) Router() *Router {
 	h := http.NewServeMux()
 	h.HandleFunc("POST /v1/chat/completions", g.handleChat)
+	// The gateway times each candidate's attempt (so a stalled one fails
+	// over); the client's own clocks would run across all attempts.
 	return &Router{g: g, client: llm.NewClient(llm.ClientOptions{BaseURL: "http://gateway.in-process/v1",
-		HTTPClient: &http.Client{Transport: InProcess(h)}})}
+		HTTPClient: &http.Client{Transport: InProcess(h)}, StreamInactivity: -1, CallTimeLimit: -1})}
 }
 
 // Do sends a chat request without streaming.
@@ -89,4 +91,34 @@ func (s *traceSink) attempt(a AttemptRecord) {
 	s.mu.Lock()
 	s.t.Attempts = append(s.t.Attempts, a)
 	s.mu.Unlock()
+}
+
+// Target names one candidate of a route: a provider and its upstream model,
+// as an AttemptRecord reports them.
+type Target struct {
+	Provider string
+	Model    string
+}
+
+type pinKey struct{}
+
+// WithPin returns a context whose Router calls go only to target: no other
+// candidate of the route is tried, whatever the pinned one answers. A caller
+// repeating a request that target refused (a content-policy pass) uses it.
+func WithPin(ctx context.Context, target Target) context.Context {
+	return context.WithValue(ctx, pinKey{}, target)
+}
+
+// pinned narrows a chain to the context's pinned target, if any.
+func pinned(ctx context.Context, chain []*target) []*target {
+	p, ok := ctx.Value(pinKey{}).(Target)
+	if !ok {
+		return chain
+	}
+	for _, t := range chain {
+		if t.provider == p.Provider && t.model == p.Model {
+			return []*target{t}
+		}
+	}
+	return nil
 }

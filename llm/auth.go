@@ -55,6 +55,16 @@ type AuthProfileFile struct {
 	AccountID string `json:"account_id,omitempty"`
 }
 
+// Refresh retry budget: a transient failure of the token endpoint (429,
+// 5xx, network) is tried again, at most refreshAttempts times in all, after
+// its Retry-After or refreshBackoff doubling.
+const (
+	refreshAttempts = 3
+	refreshBackoff  = time.Second
+	// DefaultMaxRefreshWait bounds the Retry-After a refresh waits out.
+	DefaultMaxRefreshWait = 30 * time.Second
+)
+
 // expirySkew refreshes an OAuth token this long before it expires.
 const expirySkew = time.Minute
 
@@ -70,6 +80,13 @@ type AuthProfile struct {
 	HTTPClient *http.Client
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Sleep waits between refresh attempts (default: a timer that ends
+	// early with ctx).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxRefreshWait is the longest Retry-After a rate-limited refresh
+	// waits out before trying again (default DefaultMaxRefreshWait); a
+	// longer one fails the refresh at once.
+	MaxRefreshWait time.Duration
 
 	mu sync.Mutex // one refresh at a time within this process
 }
@@ -199,45 +216,30 @@ func (p *AuthProfile) refresh(ctx context.Context, stale string) (string, error)
 	if f.AccessToken != "" && f.AccessToken != stale && (f.ExpiresAt.IsZero() || p.now().Add(expirySkew).Before(f.ExpiresAt)) {
 		return f.AccessToken, nil
 	}
-	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {f.RefreshToken}}
-	if f.ClientID != "" {
-		form.Set("client_id", f.ClientID)
+	maxWait := p.MaxRefreshWait
+	if maxWait <= 0 {
+		maxWait = DefaultMaxRefreshWait
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.TokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", &RefreshError{Profile: p.Name, Reason: "bad token_url"}
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	hc := p.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 60 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		// The error would name the URL; only the fact is kept.
-		return "", &RefreshError{Profile: p.Name, Transient: true, Reason: "token endpoint unreachable"}
-	}
-	defer resp.Body.Close()
-	// Status-only handling: the body of a refused refresh is never read
-	// into an error (it may echo the refresh token).
-	if resp.StatusCode != http.StatusOK {
-		e := &RefreshError{Profile: p.Name, Status: resp.StatusCode}
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-			e.Transient = true
-			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-				e.RetryAfter = time.Duration(s) * time.Second
-			}
+	var grant *tokenGrant
+	for attempt := 1; ; attempt++ {
+		grant, err = p.requestGrant(ctx, f)
+		var re *RefreshError
+		if err == nil || !errors.As(err, &re) || !re.Transient || attempt == refreshAttempts {
+			break
 		}
-		return "", e
+		wait := refreshBackoff << (attempt - 1)
+		if re.RetryAfter > 0 {
+			wait = re.RetryAfter
+		}
+		if wait > maxWait {
+			break // the endpoint asks for longer than a model call can wait
+		}
+		if err := p.sleep(ctx, wait); err != nil {
+			return "", fmt.Errorf("refresh auth profile %s: %w", p.Name, err)
+		}
 	}
-	var grant struct {
-		AccessToken  string `json:"access_token"`
-		RefreshToken string `json:"refresh_token"`
-		ExpiresIn    int64  `json:"expires_in"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&grant); err != nil || grant.AccessToken == "" {
-		return "", &RefreshError{Profile: p.Name, Reason: "malformed token endpoint answer"}
+	if err != nil {
+		return "", err
 	}
 	f.AccessToken = grant.AccessToken
 	if grant.RefreshToken != "" {
@@ -280,4 +282,81 @@ func writePrivateFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// tokenGrant is a successful token endpoint answer.
+type tokenGrant struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+	ExpiresIn    int64  `json:"expires_in"`
+}
+
+// requestGrant makes one refresh-token request. Its failures are status
+// only: the body of a refused refresh is never read into an error (it may
+// echo the refresh token), nor is the URL.
+func (p *AuthProfile) requestGrant(ctx context.Context, f *AuthProfileFile) (*tokenGrant, error) {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {f.RefreshToken}}
+	if f.ClientID != "" {
+		form.Set("client_id", f.ClientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.TokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, &RefreshError{Profile: p.Name, Reason: "bad token_url"}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	hc := p.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("refresh auth profile %s: %w", p.Name, ctx.Err())
+		}
+		return nil, &RefreshError{Profile: p.Name, Transient: true, Reason: "token endpoint unreachable"}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e := &RefreshError{Profile: p.Name, Status: resp.StatusCode}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			e.Transient = true
+			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), p.now())
+		}
+		return nil, e
+	}
+	var g tokenGrant
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&g); err != nil || g.AccessToken == "" {
+		return nil, &RefreshError{Profile: p.Name, Reason: "malformed token endpoint answer"}
+	}
+	return &g, nil
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date (0 when
+// absent, malformed or past).
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func (p *AuthProfile) sleep(ctx context.Context, d time.Duration) error {
+	if p.Sleep != nil {
+		return p.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -81,9 +81,9 @@ func TestAuthProfileRefreshesOnceAfter401(t *testing.T) {
 	}{
 		{"401 then refresh then success", http.StatusOK, time.Time{}, true, 2, 1},
 		{"refused refresh keeps the 401", http.StatusBadRequest, time.Time{}, false, 1, 1},
-		{"transient refresh failure keeps the 401", http.StatusServiceUnavailable, time.Time{}, false, 1, 1},
+		{"transient refresh failure keeps the 401", http.StatusServiceUnavailable, time.Time{}, false, 1, 3},
 		{"expired token is refreshed before the call", http.StatusOK, now.Add(-time.Minute), true, 1, 1},
-		{"expired token and transient refresh failure: no call with the stale token", http.StatusServiceUnavailable, now.Add(-time.Minute), false, 0, 1},
+		{"expired token and transient refresh failure: no call with the stale token", http.StatusServiceUnavailable, now.Add(-time.Minute), false, 0, 3},
 		// The old token meets a real 401, which gets its own one refresh.
 		{"expired token and refused refresh: the old token is tried", http.StatusBadRequest, now.Add(-time.Minute), false, 1, 2},
 	}
@@ -93,7 +93,7 @@ func TestAuthProfileRefreshesOnceAfter401(t *testing.T) {
 			path := writeProfile(t, llm.AuthProfileFile{Type: "oauth", AccessToken: "at-old-0001", RefreshToken: "rt-first-0001",
 				ExpiresAt: tc.expiresAt, TokenURL: ts.URL + "/oauth/token", ClientID: "saivage"})
 			srv := authProvider(t)
-			prof := &llm.AuthProfile{Name: "work", Path: path, Now: func() time.Time { return now }}
+			prof := &llm.AuthProfile{Name: "work", Path: path, Now: func() time.Time { return now }, Sleep: noSleep}
 			c := providerClient(srv, llm.ProviderTransportOptions{Credentials: prof})
 			_, err := c.Chat(context.Background(), userRequest("hi"))
 			if (err == nil) != tc.wantOK {
@@ -142,10 +142,14 @@ func TestAuthProfileRefreshesOnceAfter401(t *testing.T) {
 func TestRefreshErrorIsStatusOnly(t *testing.T) {
 	ts := newTokenServer(t, http.StatusTooManyRequests)
 	path := writeProfile(t, llm.AuthProfileFile{Type: "oauth", RefreshToken: "rt-first-0001", TokenURL: ts.URL})
-	_, err := (&llm.AuthProfile{Name: "work", Path: path}).Refresh(context.Background(), "x")
+	var waits []time.Duration
+	_, err := (&llm.AuthProfile{Name: "work", Path: path, Sleep: recordSleep(&waits)}).Refresh(context.Background(), "x")
 	var re *llm.RefreshError
 	if !errors.As(err, &re) || !re.Transient || re.Status != 429 || re.RetryAfter != 7*time.Second {
 		t.Fatalf("err = %#v", err)
+	}
+	if len(waits) != 2 || waits[0] != 7*time.Second || waits[1] != 7*time.Second {
+		t.Errorf("waits = %v, want the Retry-After (7s) before each of two retries", waits)
 	}
 	if strings.Contains(err.Error(), "rt-first") || strings.Contains(err.Error(), "invalid_grant") {
 		t.Errorf("error %q carries the answer body", err)
@@ -180,5 +184,93 @@ func TestTokenProfileFollowsTheFile(t *testing.T) {
 	os.WriteFile(path, []byte(`{"type":"token","token":"tok-two"}`), 0o600)
 	if tok, _ := p.Token(context.Background()); tok != "tok-two" {
 		t.Errorf("after replacing the file, token = %q", tok)
+	}
+}
+
+func noSleep(context.Context, time.Duration) error { return nil }
+
+func recordSleep(waits *[]time.Duration) func(context.Context, time.Duration) error {
+	return func(_ context.Context, d time.Duration) error {
+		*waits = append(*waits, d)
+		return nil
+	}
+}
+
+// TestRefreshRetriesTransientFailures scripts the token endpoint's answers
+// to an expired token's refresh and checks the waits, the number of token
+// requests and what the provider then saw.
+func TestRefreshRetriesTransientFailures(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	type answer struct {
+		status     int
+		retryAfter string
+	}
+	tests := []struct {
+		name      string
+		answers   []answer // the last one repeats
+		wantWaits []time.Duration
+		wantToken string // the bearer the provider got ("" = no provider call)
+	}{
+		{"429 waits its Retry-After then succeeds", []answer{{429, "2"}, {200, ""}}, []time.Duration{2 * time.Second}, "at-new-0002"},
+		{"429 with an HTTP-date Retry-After", []answer{{429, now.Add(5 * time.Second).Format(http.TimeFormat)}, {200, ""}}, []time.Duration{5 * time.Second}, "at-new-0002"},
+		{"5xx backs off 1 s then succeeds", []answer{{502, ""}, {200, ""}}, []time.Duration{time.Second}, "at-new-0002"},
+		{"5xx is finite: three tries, no stale call", []answer{{503, ""}}, []time.Duration{time.Second, 2 * time.Second}, ""},
+		{"429 asking for longer than the bound fails at once", []answer{{429, "3600"}}, nil, ""},
+		// Another 4xx is not retried; the old token meets the provider's own
+		// 401, which gets its one refresh (the same refusal).
+		{"400 keeps the old token", []answer{{400, ""}}, nil, "at-old-0001"},
+		{"malformed success keeps the old token", []answer{{200, "malformed"}}, nil, "at-old-0001"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				a := tc.answers[min(n, len(tc.answers)-1)]
+				n++
+				mu.Unlock()
+				if a.retryAfter != "" && a.status != 200 {
+					w.Header().Set("Retry-After", a.retryAfter)
+				}
+				switch {
+				case a.status != 200:
+					http.Error(w, `{"error":"slow down"}`, a.status)
+				case a.retryAfter == "malformed":
+					w.Write([]byte(`{"token_type":"Bearer"}`))
+				default:
+					json.NewEncoder(w).Encode(map[string]any{"access_token": "at-new-0002", "expires_in": 3600})
+				}
+			}))
+			t.Cleanup(ts.Close)
+			path := writeProfile(t, llm.AuthProfileFile{Type: "oauth", AccessToken: "at-old-0001", RefreshToken: "rt-first-0001",
+				ExpiresAt: now.Add(-time.Minute), TokenURL: ts.URL})
+			srv := authProvider(t)
+			var waits []time.Duration
+			prof := &llm.AuthProfile{Name: "work", Path: path, Now: func() time.Time { return now }, Sleep: recordSleep(&waits)}
+			c := providerClient(srv, llm.ProviderTransportOptions{Credentials: prof})
+			_, err := c.Chat(context.Background(), userRequest("hi"))
+			if (err == nil) != (tc.wantToken == "at-new-0002") {
+				t.Fatalf("err = %v", err)
+			}
+			if len(waits) != len(tc.wantWaits) {
+				t.Fatalf("waits %v, want %v", waits, tc.wantWaits)
+			}
+			for i := range waits {
+				if waits[i] != tc.wantWaits[i] {
+					t.Errorf("wait %d = %v, want %v", i, waits[i], tc.wantWaits[i])
+				}
+			}
+			reqs := srv.requests()
+			if tc.wantToken == "" {
+				if len(reqs) != 0 {
+					t.Fatalf("a failed refresh sent %d provider calls", len(reqs))
+				}
+				return
+			}
+			if len(reqs) == 0 || reqs[0].header.Get("Authorization") != "Bearer "+tc.wantToken {
+				t.Fatalf("provider calls %v, want the first with %s", reqs, tc.wantToken)
+			}
+		})
 	}
 }

@@ -51,11 +51,13 @@ type ClientOptions struct {
 	HTTPClient *http.Client
 	// StreamInactivity is how long a streamed call may go without a data
 	// event before it fails with ErrStreamStalled; 0 means
-	// DefaultStreamInactivity.
+	// DefaultStreamInactivity, a negative value no limit (for a caller
+	// whose transport enforces its own, as the gateway's Router does).
 	StreamInactivity time.Duration
 	// CallTimeLimit bounds a chat call's whole time with the model, streamed
 	// or not, however steadily data arrives; past it the call fails with
-	// ErrCallTimeLimit. 0 means DefaultCallTimeLimit.
+	// ErrCallTimeLimit. 0 means DefaultCallTimeLimit, a negative value no
+	// limit.
 	CallTimeLimit time.Duration
 }
 
@@ -80,6 +82,24 @@ var ErrCallTimeLimit = errors.New("model call exceeded its time limit")
 // within its inactivity limit. It is not an *APIError, so retry policies
 // treat it as transient.
 var ErrStreamStalled = errors.New("model stream stalled")
+
+// In-band error codes of a stream that a gateway ended on one of these
+// limits after output had started; the client reports them as
+// ErrStreamStalled and ErrCallTimeLimit.
+const (
+	StreamStalledCode = "stream_stalled"
+	CallTimeLimitCode = "call_time_limit"
+)
+
+// limitError is a limit reported in band by a gateway: its message, and the
+// limit's sentinel error for errors.Is.
+type limitError struct {
+	limit error
+	msg   string
+}
+
+func (e *limitError) Error() string { return e.msg }
+func (e *limitError) Unwrap() error { return e.limit }
 
 // defaultHTTPClient is shared by clients without their own: one pool per
 // process, sized so that concurrent chats reuse connections instead of
@@ -106,10 +126,10 @@ func NewClient(opts ClientOptions) *Client {
 	if c.client == nil {
 		c.client = defaultHTTPClient
 	}
-	if c.inactivity <= 0 {
+	if c.inactivity == 0 {
 		c.inactivity = DefaultStreamInactivity
 	}
-	if c.limit <= 0 {
+	if c.limit == 0 {
 		c.limit = DefaultCallTimeLimit
 	}
 	return c
@@ -122,7 +142,7 @@ func NewClient(opts ClientOptions) *Client {
 type callTimers struct {
 	stalled, tooLong error
 	inactivity       time.Duration
-	idle, abs        *time.Timer // idle is nil for a non-streamed call
+	idle, abs        *time.Timer // nil when the limit does not apply
 	left             time.Duration
 	since            time.Time
 }
@@ -133,8 +153,10 @@ func (c *Client) startTimers(ctx context.Context, stream bool) (context.Context,
 		tooLong: fmt.Errorf("%w: the model was still answering after %s", ErrCallTimeLimit, c.limit),
 		left:    c.limit, since: time.Now(),
 	}
-	t.abs = time.AfterFunc(c.limit, func() { cancel(t.tooLong) })
-	if stream {
+	if c.limit > 0 {
+		t.abs = time.AfterFunc(c.limit, func() { cancel(t.tooLong) })
+	}
+	if stream && c.inactivity > 0 {
 		t.inactivity = c.inactivity
 		t.stalled = fmt.Errorf("%w: no data from the model for %s", ErrStreamStalled, c.inactivity)
 		t.idle = time.AfterFunc(c.inactivity, func() { cancel(t.stalled) })
@@ -148,7 +170,7 @@ func (t *callTimers) pause() error {
 	if t.idle != nil && !t.idle.Stop() {
 		return t.stalled
 	}
-	if !t.abs.Stop() {
+	if t.abs != nil && !t.abs.Stop() {
 		return t.tooLong
 	}
 	t.left -= time.Since(t.since)
@@ -159,14 +181,18 @@ func (t *callTimers) pause() error {
 // the absolute limit with what is left of it.
 func (t *callTimers) resume() {
 	t.since = time.Now()
-	t.abs.Reset(t.left)
+	if t.abs != nil {
+		t.abs.Reset(t.left)
+	}
 	if t.idle != nil {
 		t.idle.Reset(t.inactivity)
 	}
 }
 
 func (t *callTimers) stop() {
-	t.abs.Stop()
+	if t.abs != nil {
+		t.abs.Stop()
+	}
 	if t.idle != nil {
 		t.idle.Stop()
 	}
@@ -295,6 +321,12 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 		}
 		if chunk.Error != nil {
 			code, _ := chunk.Error.Code.(string)
+			switch code {
+			case StreamStalledCode:
+				return &limitError{ErrStreamStalled, chunk.Error.Message}
+			case CallTimeLimitCode:
+				return &limitError{ErrCallTimeLimit, chunk.Error.Message}
+			}
 			return &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type, Code: code}
 		}
 		acc.Add(chunk)

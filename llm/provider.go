@@ -44,7 +44,9 @@ type ProviderTransportOptions struct {
 	Models func(model string) ModelWire
 	// Producer is the ProducerID of this account (reasoning replay).
 	Producer string
-	// CacheKeySeed seeds the Codex prompt_cache_key, with the model.
+	// CacheKeySeed seeds the Codex prompt_cache_key (Saivage: the project
+	// root), with the request's cache owner (WithCacheOwner), or the model
+	// when the request has none.
 	CacheKeySeed string
 	// Base sends the upstream requests (default: the shared pool).
 	Base http.RoundTripper
@@ -123,8 +125,7 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	opts := ResponsesOptions{Protocol: mw.Protocol, ReasoningEffort: mw.ReasoningEffort, Producer: t.o.Producer, Stream: cr.Stream}
 	hdr := http.Header{}
 	if mw.Protocol == ProtocolCodex {
-		h := sha256.Sum256([]byte(t.o.CacheKeySeed + "\x00" + cr.Model))
-		opts.PromptCacheKey = hex.EncodeToString(h[:16])
+		opts.PromptCacheKey = CodexCacheKey(req.Context(), t.o.CacheKeySeed, cr.Model)
 		hdr.Set("session_id", opts.PromptCacheKey)
 		hdr.Set("Accept", "text/event-stream")
 		if a, ok := t.o.Credentials.(interface{ AccountID() (string, error) }); ok {
@@ -151,6 +152,29 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return t.translateStream(req, resp, fr)
 	}
 	return t.translateOnce(req, resp, mw.Protocol == ProtocolCodex, fr), nil
+}
+
+type cacheOwnerKey struct{}
+
+// WithCacheOwner returns a context whose Codex requests carry a
+// prompt_cache_key derived from owner: the agent (or its summarizer) that
+// makes the call, so each owner keeps its own provider-side prompt cache.
+func WithCacheOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, cacheOwnerKey{}, owner)
+}
+
+// CodexCacheKey is the prompt_cache_key (and session_id header) of a Codex
+// request: SHA-256 of seed and the context's cache owner, or of seed and
+// model when there is no owner. It is an affinity hint, not a secret.
+func CodexCacheKey(ctx context.Context, seed, model string) string {
+	owner, ok := ctx.Value(cacheOwnerKey{}).(string)
+	if !ok {
+		owner = "model\x00" + model
+	} else {
+		owner = "owner\x00" + owner
+	}
+	h := sha256.Sum256([]byte(seed + "\x00" + owner))
+	return hex.EncodeToString(h[:16])
 }
 
 // admit says why a request cannot go to a model ("" when it can).

@@ -220,11 +220,11 @@ func buildHost(ctx context.Context, env *cliEnv, d hostDeps, st *stack) (*host.H
 	if modelKey == "" {
 		modelKey = "sk-local"
 	}
-	modelOpts := llm.ClientOptions{BaseURL: d.gatewayURL, APIKey: modelKey}
+	var inProcess http.Handler
 	if d.gw != nil {
-		// The gateway runs in this process: call it without a network hop.
-		modelOpts.HTTPClient = &http.Client{Transport: gateway.InProcess(d.gw.Handler())}
+		inProcess = d.gw.Handler()
 	}
+	modelOpts := hostModelOptions(sc, d.gatewayURL, modelKey, inProcess)
 	var rates func() map[string]gateway.Rate
 	if d.gw != nil {
 		rates = d.gw.Rates
@@ -343,4 +343,18 @@ func contextWindow(gw *gateway.Switch, model string) func() int {
 		return nil
 	}
 	return func() int { return gw.ContextWindow(model) }
+}
+
+// hostModelOptions configures the host's model client. With the gateway in
+// this process (inProcess, its handler) the client makes no network hop and leaves the time limits
+// to the gateway, which times each candidate's attempt and so can move a
+// stalled one on to the next candidate; a gateway elsewhere is timed by
+// the client with the same settings.
+func hostModelOptions(sc *serveConfig, gatewayURL, key string, inProcess http.Handler) llm.ClientOptions {
+	opts := llm.ClientOptions{BaseURL: gatewayURL, APIKey: key, StreamInactivity: sc.streamInactivity, CallTimeLimit: sc.requestTimeout}
+	if inProcess != nil {
+		opts.HTTPClient = &http.Client{Transport: gateway.InProcess(inProcess)}
+		opts.StreamInactivity, opts.CallTimeLimit = -1, -1
+	}
+	return opts
 }

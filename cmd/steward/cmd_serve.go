@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentstack/agentstack/dirlock"
 	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/steward/config"
 	"github.com/agentstack/agentstack/steward/host"
 	"github.com/agentstack/agentstack/steward/policy"
@@ -102,18 +103,20 @@ in STEWARD_HOME/usage.db. Any OpenAI client can use it: base URL http://127.0.0.
 
 // serveConfig is the validated configuration of serve and gateway.
 type serveConfig struct {
-	home            string
-	hostPort        int
-	gatewayPort     int
-	gatewayBaseURL  string // empty: run the gateway in-process
-	gatewayConfig   string
-	gatewayKey      string
-	requestTimeout  time.Duration
-	authToken       string
-	allowedOrigins  []string
-	hostTier        string
-	approvalTimeout time.Duration
-	lookup          func(string) (string, bool)
+	home           string
+	hostPort       int
+	gatewayPort    int
+	gatewayBaseURL string // empty: run the gateway in-process
+	gatewayConfig  string
+	gatewayKey     string
+	requestTimeout time.Duration
+	// streamInactivity is how long a model attempt may send nothing.
+	streamInactivity time.Duration
+	authToken        string
+	allowedOrigins   []string
+	hostTier         string
+	approvalTimeout  time.Duration
+	lookup           func(string) (string, bool)
 	// tlsCert and tlsKey enable the HTTPS listener on all interfaces at
 	// tlsPort (both set, or neither).
 	tlsCert, tlsKey string
@@ -122,19 +125,20 @@ type serveConfig struct {
 
 func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 	sc := &serveConfig{
-		home:            cfg.Home,
-		hostPort:        cfg.Port("HOST_PORT", 4317),
-		gatewayPort:     cfg.Port("GATEWAY_PORT", 4000),
-		gatewayBaseURL:  cfg.URL("GATEWAY_BASE_URL", ""),
-		gatewayConfig:   cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
-		gatewayKey:      cfg.String("GATEWAY_API_KEY", ""),
-		requestTimeout:  cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
-		authToken:       cfg.String("STEWARD_AUTH_TOKEN", ""),
-		hostTier:        cfg.String("HOST_TIER", "tier-5"),
-		approvalTimeout: cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
-		lookup:          cfg.Lookup,
-		tlsCert:         cfg.Path("STEWARD_TLS_CERT", ""),
-		tlsKey:          cfg.Path("STEWARD_TLS_KEY", ""),
+		home:             cfg.Home,
+		hostPort:         cfg.Port("HOST_PORT", 4317),
+		gatewayPort:      cfg.Port("GATEWAY_PORT", 4000),
+		gatewayBaseURL:   cfg.URL("GATEWAY_BASE_URL", ""),
+		gatewayConfig:    cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
+		gatewayKey:       cfg.String("GATEWAY_API_KEY", ""),
+		requestTimeout:   cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
+		streamInactivity: cfg.Millis("MODEL_STREAM_INACTIVITY_MS", llm.DefaultStreamInactivity, time.Second, time.Hour),
+		authToken:        cfg.String("STEWARD_AUTH_TOKEN", ""),
+		hostTier:         cfg.String("HOST_TIER", "tier-5"),
+		approvalTimeout:  cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
+		lookup:           cfg.Lookup,
+		tlsCert:          cfg.Path("STEWARD_TLS_CERT", ""),
+		tlsKey:           cfg.Path("STEWARD_TLS_KEY", ""),
 	}
 	sc.tlsPort = cfg.Port("STEWARD_TLS_PORT", min(sc.hostPort+1, 65535))
 	for _, o := range strings.Split(cfg.String("HOST_ALLOWED_ORIGINS", ""), ",") {
@@ -350,7 +354,8 @@ func newGateway(sc *serveConfig, lookup func(string) (string, bool), ledger gate
 	}
 	return gateway.New(gateway.Options{
 		Config: gcfg, LookupEnv: lookup, APIKey: sc.gatewayKey,
-		RequestTimeout: sc.requestTimeout, Ledger: ledger, Logger: log,
+		RequestTimeout: sc.requestTimeout, AttemptTimeLimit: sc.requestTimeout, StreamInactivity: sc.streamInactivity,
+		Ledger: ledger, Logger: log,
 	})
 }
 

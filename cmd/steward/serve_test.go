@@ -184,6 +184,7 @@ func TestInvalidSettingsNameTheVariable(t *testing.T) {
 		{map[string]string{"GATEWAY_PORT": "70000"}, "GATEWAY_PORT"},
 		{map[string]string{"GATEWAY_BASE_URL": "localhost:4000"}, "GATEWAY_BASE_URL"},
 		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "fast"}, "GATEWAY_REQUEST_TIMEOUT_MS"},
+		{map[string]string{"MODEL_STREAM_INACTIVITY_MS": "500"}, "MODEL_STREAM_INACTIVITY_MS"},
 		{map[string]string{"STEWARD_HOME": "relative/dir"}, "STEWARD_HOME"},
 	}
 	for _, tc := range tests {

@@ -210,6 +210,9 @@ func TestValidateShapeErrors(t *testing.T) {
 		{"record format", "objective:\n        bootstrap: true\n        format: markdown", "objective:\n        bootstrap: true\n        format: docx", "card_types.project.records.objective.format"},
 		{"tools mode", "toolsMode: native", "toolsMode: sometimes", "providers.gateway.capabilities.toolsMode"},
 		{"no root type", "card_types:\n  project:", "card_types:\n  root:", "card_types"},
+		{"inactivity too short", "failover: true", "failover: true\n  request_inactivity_ms: 999", "models.request_inactivity_ms"},
+		{"inactivity negative", "failover: true", "failover: true\n  request_inactivity_ms: -5", "models.request_inactivity_ms"},
+		{"call limit too long", "failover: true", "failover: true\n  request_limit_ms: 86400001", "models.request_limit_ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

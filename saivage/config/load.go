@@ -260,10 +260,18 @@ func (v *validator) models(m *Models, ps map[string]Provider) {
 			v.fail(path+".temperature", "must be within 0..2")
 		}
 	}
+	v.requestTime("models.request_inactivity_ms", m.RequestInactivityMS)
+	v.requestTime("models.request_limit_ms", m.RequestLimitMS)
 	for _, name := range sortedKeys(m.Equivalents) {
 		if len(m.Equivalents[name]) == 0 {
 			v.fail("models.equivalents."+name, "list at least one equivalent model")
 		}
+	}
+}
+
+func (v *validator) requestTime(path string, ms int) {
+	if ms != 0 && (ms < MinRequestTimeMS || ms > MaxRequestTimeMS) {
+		v.fail(path, "must be within %d..%d milliseconds (1 s to 24 h), not %d", MinRequestTimeMS, MaxRequestTimeMS, ms)
 	}
 }
 

@@ -81,7 +81,21 @@ type Models struct {
 	Failover *bool              `yaml:"failover,omitempty"`
 	Profiles map[string]Profile `yaml:"profiles,omitempty"`
 	Routes   map[string]Route   `yaml:"routes,omitempty"`
+	// RequestInactivityMS is how long one provider attempt may go without
+	// streamed data (headers do not count) before it fails and the call
+	// moves on to the next candidate (0: the default, 120000).
+	RequestInactivityMS int `yaml:"request_inactivity_ms,omitempty"`
+	// RequestLimitMS bounds one model call, every attempt and the whole
+	// stream included, however steadily data arrives (0: the default,
+	// 900000).
+	RequestLimitMS int `yaml:"request_limit_ms,omitempty"`
 }
+
+// Limits of the models section's time settings, in milliseconds.
+const (
+	MinRequestTimeMS = 1000
+	MaxRequestTimeMS = 24 * 60 * 60 * 1000
+)
 
 // Route is an ordered list of candidates ("provider/model" or
 // "provider:account/model") with generation limits.

@@ -134,10 +134,17 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		return nil, err
 	}
 	compacted, retries := false, retryPolicy().Start()
+	// pin is the candidate that refused on content-policy grounds: the one
+	// further pass goes to it alone, with the same request.
+	var pin *gateway.Target
 	for {
 		creq := iv.request(msgs, req.Tools)
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
-		resp, attempts, err := iv.send(ctx, creq, onChunk, "primary")
+		callCtx := ctx
+		if pin != nil {
+			callCtx = gateway.WithPin(ctx, *pin)
+		}
+		resp, attempts, err := iv.send(callCtx, creq, onChunk, "primary")
 		if err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == "content_filter" {
 			err = &llm.APIError{Status: 200, Message: "the response was stopped by the provider's content filter", Code: "content_filter"}
 		}
@@ -149,6 +156,9 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		}
 		switch class := classify(err, attempts); class {
 		case agent.ErrContextLength:
+			if pin != nil {
+				return nil, fmt.Errorf("the content-policy retry to %s/%s was rejected as too large; a pinned pass is not compacted: %w", pin.Provider, pin.Model, err)
+			}
 			if compacted {
 				return nil, fmt.Errorf("the request is still too large for the model after compaction: %w", err)
 			}
@@ -167,6 +177,9 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			iv.rt.logEvent("content_policy_refusal", map[string]any{"session": iv.sess.id, "count": iv.refusals})
 			if iv.refusals >= 2 {
 				return nil, &ContentPolicyError{Err: err}
+			}
+			if n := len(attempts); n > 0 && pin == nil {
+				pin = &gateway.Target{Provider: attempts[n-1].Provider, Model: attempts[n-1].UpstreamModel}
 			}
 		case agent.ErrOverload, agent.ErrRateLimit, agent.ErrTransient:
 			d, ok := retries.Next(class)
@@ -190,6 +203,9 @@ func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
 // send performs one gateway request and records its evidence.
 func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
 	id := state.NewUUID()
+	// The Codex prompt cache is keyed by the invocation's owner: this
+	// session, and its summarizer apart from it.
+	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00"+kind)
 	body, _ := json.Marshal(creq)
 	sum := sha256.Sum256(body)
 	start := time.Now()

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -128,6 +129,40 @@ func TestSecondContentPolicyRefusalBlocks(t *testing.T) {
 	if ev := e.events("content_policy_refusal"); len(ev) != 2 {
 		t.Errorf("refusal events = %d", len(ev))
 	}
+	if reqs := e.srv.Requests(); len(reqs) != 2 || reqs[1].Model != reqs[0].Model || !bytes.Equal(reqs[0].Raw, reqs[1].Raw) {
+		t.Errorf("the second pass is not the same request to the same candidate: %d requests", len(reqs))
+	}
+}
+
+// TestContentPolicyRetryIsPinned: the pass after a refusal goes to the
+// refusing candidate alone with the byte-identical request; an overload on
+// it is waited out there instead of failing over, and the route's other
+// candidate never sees the call. Later calls use the whole route again.
+func TestContentPolicyRetryIsPinned(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.srv.Enqueue("tier-5",
+		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"},
+		llmtest.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "overloaded"},
+	)
+	finishRoot(e)
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	reqs := e.srv.Requests()
+	if len(reqs) < 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, r := range reqs {
+		if r.Model != "tier-5" {
+			t.Errorf("request %d went to %s: a pinned pass failed over", i, r.Model)
+		}
+	}
+	if !bytes.Equal(reqs[0].Raw, reqs[1].Raw) || !bytes.Equal(reqs[0].Raw, reqs[2].Raw) {
+		t.Errorf("the pinned passes are not byte-identical to the refused request (%d, %d, %d bytes)", len(reqs[0].Raw), len(reqs[1].Raw), len(reqs[2].Raw))
+	}
+	if ev := e.events("content_policy_refusal"); len(ev) != 1 {
+		t.Errorf("refusal events = %d", len(ev))
+	}
 }
 
 // TestContextRejectionCompactsOnce: a "context too large" rejection
@@ -175,5 +210,22 @@ func TestContextRejectionCompactsOnce(t *testing.T) {
 	}
 	if ev := e.events("session_compacted"); len(ev) != 1 {
 		t.Errorf("compaction events = %d", len(ev))
+	}
+}
+
+// TestPinnedPassIsNotCompacted: a context-length rejection of the pinned
+// content-policy pass ends the call instead of compacting (no summary call).
+func TestPinnedPassIsNotCompacted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.srv.Enqueue("tier-5",
+		llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"},
+		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too long"},
+	)
+	sum := runToEnd(t, e)
+	if sum.Outcome != "blocked" || !strings.Contains(sum.Reason, "not compacted") {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := len(e.srv.Requests()); n != 2 {
+		t.Errorf("%d requests, want the refused one and its pinned pass only", n)
 	}
 }

@@ -324,11 +324,14 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if len(gcfg.Models) == 0 {
 		return nil, errors.New("models.routes: no route is configured")
 	}
+	inactivity, limit := requestLimits(cfg.Models)
 	gw, err := gateway.New(gateway.Options{
-		Config:         gcfg,
-		RequestTimeout: absoluteRequestTimeout,
-		Logger:         opts.Logger,
-		Transport:      router,
+		Config: gcfg,
+		// The absolute limit bounds the call as a whole and each attempt;
+		// an attempt without data for the inactivity limit fails over.
+		RequestTimeout: limit, AttemptTimeLimit: limit, StreamInactivity: inactivity,
+		Logger:    opts.Logger,
+		Transport: router,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bind model routes: %w", err)
@@ -337,8 +340,18 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	return m, nil
 }
 
-// absoluteRequestTimeout bounds one provider request, stream included.
-const absoluteRequestTimeout = 900 * time.Second
+// requestLimits are the models section's time limits of a model call, or
+// the defaults (120 s without data, 900 s in all).
+func requestLimits(m *config.Models) (inactivity, limit time.Duration) {
+	inactivity, limit = llm.DefaultStreamInactivity, llm.DefaultCallTimeLimit
+	if m != nil && m.RequestInactivityMS > 0 {
+		inactivity = time.Duration(m.RequestInactivityMS) * time.Millisecond
+	}
+	if m != nil && m.RequestLimitMS > 0 {
+		limit = time.Duration(m.RequestLimitMS) * time.Millisecond
+	}
+	return inactivity, limit
+}
 
 // Route returns a bound route.
 func (m *Models) Route(name string) (RouteBinding, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/config"
@@ -410,4 +412,60 @@ models:
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestRequestTimeSettings: models.request_inactivity_ms decides when a
+// provider that sends nothing counts as stalled: a short limit moves the
+// call to the next candidate, a long one waits for the slow model.
+// models.request_limit_ms bounds the whole call: a short one ends it.
+func TestRequestTimeSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    string
+		ms     int
+		wantBy string // "" = the call fails
+	}{
+		{"short inactivity limit fails over", "request_inactivity_ms", 1000, "q/m1"},
+		{"long inactivity limit waits", "request_inactivity_ms", 60000, "p/m1"},
+		{"short call limit ends the call", "request_limit_ms", 1000, ""},
+		{"long call limit waits", "request_limit_ms", 60000, "p/m1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow := newProvider(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				select {
+				case <-time.After(2500 * time.Millisecond):
+					chatOK(w, r, n)
+				case <-r.Context().Done():
+				}
+			})
+			fast := newProvider(t, chatOK)
+			m, err := bind(t, t.TempDir(), fmt.Sprintf(`providers:
+  p: {baseUrl: %s, models: [m1]}
+  q: {baseUrl: %s, models: [m1]}
+models:
+  %s: %d
+  routes:
+    default: {candidates: [p/m1, q/m1]}
+`, slow.URL, fast.URL, tc.key, tc.ms), ModelsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, attempts, err := ask(m, "default")
+			if tc.wantBy == "" {
+				if err == nil || len(fast.seen()) != 0 {
+					t.Fatalf("err %v, fast provider saw %d: the call outlived its limit", err, len(fast.seen()))
+				}
+				return
+			}
+			if err != nil || resp.Choices[0].Message.Content != "fine" {
+				t.Fatalf("err %v, response %+v", err, resp)
+			}
+			if attempts[len(attempts)-1] != tc.wantBy {
+				t.Errorf("attempts %v, want the answer from %s", attempts, tc.wantBy)
+			}
+			if len(slow.seen()) != 1 {
+				t.Errorf("the slow provider saw %d requests", len(slow.seen()))
+			}
+		})
+	}
 }
