@@ -3,7 +3,6 @@ package actions
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -182,20 +181,12 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if e.LastModified.Valid {
 		src = time.Unix(e.LastModified.Int64, 0)
 	}
-	// The snapshot and the proposal are built only when the row is written:
-	// most passes find most reminders unchanged.
-	fill := func(it *Item) {
-		trigger, _ := json.Marshal(reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-			Account: e.Account, Source: e.Source, Start: start.Format(time.RFC3339), End: time.Unix(e.End, 0).Local().Format(time.RFC3339), AllDay: e.AllDay})
-		readArgs, _ := json.Marshal(struct {
-			UID string `json:"uid"`
-		}{e.RefID})
-		it.Snapshot = Snapshot{Trigger: trigger, Rationale: "deterministic calendar reminder"}
-		it.Proposal = []Alternative{{Summary: "Review the event before it starts", Confidence: 1,
-			Steps: []Step{{Label: "Open the event", Type: "tool", Tool: "mcp__calendar__read_event", Args: readArgs}}}}
-	}
+	// The row keeps the event's fields only; reading rebuilds the snapshot
+	// and the proposal from them (reminderTrigger.expand).
+	ev := &reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
+		Account: e.Account, Source: e.Source, Start: start.Format(time.RFC3339), End: time.Unix(e.End, 0).Local().Format(time.RFC3339), AllDay: e.AllDay}
 	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
-		DueAt: &start, SourceAt: src, fill: fill}
+		DueAt: &start, SourceAt: src, reminder: ev}
 }
 
 // legacyReminder is a reminder keyed calendar:<UID>/<start> by earlier
