@@ -227,7 +227,7 @@ func parseLegacyKey(key string) (uid string, start int64, ok bool) {
 func (s *Store) migrateLegacyReminders(ctx context.Context, index *sql.DB) (int, []string, error) {
 	// Stable keys are hex refIds (<parent>/<recurrence-id> for an edited
 	// occurrence, which the index knows), so only keys with a '/' can be legacy.
-	rows, err := s.db.QueryContext(ctx, `SELECT id, source_key FROM items INDEXED BY items_source_state
+	rows, err := s.db.QueryContext(ctx, `SELECT id, source_key FROM items
 		WHERE source_key >= 'calendar:' AND source_key < 'calendar;' AND instr(source_key, '/') > 0`)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read legacy reminders: %w", err)

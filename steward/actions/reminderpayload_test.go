@@ -207,6 +207,11 @@ func TestReminderPayloadMigration(t *testing.T) {
 	if v, err := sqlitedb.Version(ctx, s.DB()); err != nil || v != len(migrations) || v != 4 {
 		t.Fatalf("schema version %d (%v), want 4", v, err)
 	}
+	var dropped int
+	s.DB().QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'items_source_state'`).Scan(&dropped)
+	if dropped != 0 {
+		t.Fatal("version 4 keeps items_source_state")
+	}
 	check := func(when string) {
 		t.Helper()
 		for _, w := range want {

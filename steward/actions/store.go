@@ -279,7 +279,11 @@ UPDATE item_counts SET n = (SELECT count(*) FROM items WHERE items.status = item
 -- Version 4: a calendar reminder's row keeps its event's fields, encoded
 -- compactly, instead of a JSON proposal and snapshot (which only repeat
 -- the event): reading rebuilds them. Rows written before keep their JSON.
+-- items_source_state goes: with compact rows, an upsert's lookup reads the
+-- row's first columns through the UNIQUE index on source_key about as fast,
+-- and a reminder insert updates one b-tree fewer.
 ALTER TABLE items ADD COLUMN reminder_event BLOB;
+DROP INDEX items_source_state;
 `}
 
 // Open opens (creating if needed) the store at path.
@@ -496,9 +500,10 @@ func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[s
 		keys[i] = it.SourceKey
 	}
 	list, _ := json.Marshal(keys)
-	// json_each drives the join: one probe of the covering
-	// items_source_state per key, no temporary table of the keys.
-	rows, err := tx.QueryContext(ctx, `SELECT j.value, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items INDEXED BY items_source_state
+	// json_each drives the join: one probe of the source key's unique
+	// index and one row (its compact columns come first) per key, no
+	// temporary table of the keys.
+	rows, err := tx.QueryContext(ctx, `SELECT j.value, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items
 		WHERE items.source_key = j.value`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("read actions: %w", err)
