@@ -83,7 +83,7 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 		return rep, nil
 	}
 	defer db.Close()
-	events, err := readReminderEvents(ctx, db, o)
+	items, err := readReminders(ctx, db, o)
 	if err != nil {
 		rep.Skipped = err.Error()
 		return rep, nil
@@ -93,18 +93,15 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 	if rep.Migrated, rep.Unresolved, err = s.migrateLegacyReminders(ctx, db); err != nil {
 		rep.MigrationError = err.Error()
 	}
-	rep.Events = len(events)
-	items := make([]Item, len(events))
-	for i, e := range events {
-		items[i] = reminderItem(e, o)
-	}
+	rep.Events = len(items)
 	if rep.Created, rep.Updated, rep.Unchanged, err = s.UpsertBatch(ctx, items, true); err != nil {
 		return rep, err
 	}
 	return rep, nil
 }
 
-func readReminderEvents(ctx context.Context, db *sql.DB, o ReminderOptions) ([]reminderEvent, error) {
+// readReminders reads the eligible events and returns their reminders.
+func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, error) {
 	q := `SELECT ref_id, uid, title, location, calendar, account, source, start_at, end_at, all_day, last_modified
 		FROM events WHERE status <> 'cancelled' AND start_at >= ? AND start_at < ?`
 	args := []any{o.Now.Unix(), o.Now.Add(time.Duration(o.Days) * 24 * time.Hour).Unix()}
@@ -117,13 +114,13 @@ func readReminderEvents(ctx context.Context, db *sql.DB, o ReminderOptions) ([]r
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
 	defer rows.Close()
-	var out []reminderEvent
+	var out []Item
+	var e reminderEvent
 	for rows.Next() {
-		var e reminderEvent
 		if err := rows.Scan(&e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source, &e.Start, &e.End, &e.AllDay, &e.LastModified); err != nil {
 			return nil, fmt.Errorf("read calendar index: %w", err)
 		}
-		out = append(out, e)
+		out = append(out, reminderItem(e, o))
 	}
 	return out, rows.Err()
 }
@@ -134,11 +131,15 @@ var italianMonths = []string{"", "gennaio", "febbraio", "marzo", "aprile", "magg
 // italianDate formats t the spec's way for the deterministic renderer
 // ("lunedì 7 dicembre 2026, 09:30").
 func italianDate(t time.Time, allDay bool) string {
-	s := fmt.Sprintf("%s %d %s %d", italianDays[t.Weekday()], t.Day(), italianMonths[t.Month()], t.Year())
+	b := make([]byte, 0, 48)
+	b = append(append(b, italianDays[t.Weekday()]...), ' ')
+	b = append(strconv.AppendInt(b, int64(t.Day()), 10), ' ')
+	b = append(append(b, italianMonths[t.Month()]...), ' ')
+	b = strconv.AppendInt(b, int64(t.Year()), 10)
 	if !allDay {
-		s += t.Format(", 15:04")
+		b = t.AppendFormat(b, ", 15:04")
 	}
-	return s
+	return string(b)
 }
 
 // reminderTrigger is a reminder's snapshot of its event (the sidecar reference and source fields).
@@ -173,7 +174,7 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if o.Language == "it" {
 		label, at = "Evento in arrivo", "Inizia"
 	}
-	summary := fmt.Sprintf("%s %s", at, italianDate(start, e.AllDay))
+	summary := at + " " + italianDate(start, e.AllDay)
 	if e.Location != "" {
 		summary += " — " + e.Location
 	}

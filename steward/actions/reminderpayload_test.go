@@ -166,7 +166,7 @@ func TestReminderPayloadMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := readReminderEvents(ctx, idx, ReminderOptions{Now: now, Days: DefaultCalendarDays})
+	evs, err := readReminders(ctx, idx, ReminderOptions{Now: now, Days: DefaultCalendarDays})
 	idx.Close()
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("events %v %v", evs, err)
@@ -180,8 +180,7 @@ func TestReminderPayloadMigration(t *testing.T) {
 	}
 	var want []Item
 	for _, e := range evs {
-		it := oldWayReminder(reminderItem(e, o), "")
-		it.SourceKey = reminderItem(e, o).SourceKey
+		it := oldWayReminder(e, e.SourceKey)
 		p, err := encodeParts(it)
 		if err != nil {
 			t.Fatal(err)
@@ -238,11 +237,10 @@ func TestReminderPayloadMigration(t *testing.T) {
 		t.Fatalf("pass after the move %+v %v", rep, err)
 	}
 	idx, _ = sqlitedb.Open(ctx, cal.path, sqlitedb.Options{ReadOnly: true})
-	evs, _ = readReminderEvents(ctx, idx, ReminderOptions{Now: now, Days: DefaultCalendarDays})
+	evs, _ = readReminders(ctx, idx, ReminderOptions{Now: now, Days: DefaultCalendarDays})
 	idx.Close()
 	want = want[:0]
-	for _, e := range evs {
-		it := reminderItem(e, o)
+	for _, it := range evs {
 		want = append(want, oldWayReminder(it, it.SourceKey))
 	}
 	check("after the move")
@@ -275,4 +273,21 @@ func FuzzReminderEvent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The reminder summary's date renders the spec's way.
+func TestItalianDate(t *testing.T) {
+	for _, c := range []struct {
+		at     time.Time
+		allDay bool
+		want   string
+	}{
+		{time.Date(2026, 12, 7, 9, 30, 0, 0, time.UTC), false, "lunedì 7 dicembre 2026, 09:30"},
+		{time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), true, "lunedì 7 dicembre 2026"},
+		{time.Date(2027, 1, 31, 23, 5, 0, 0, time.UTC), false, "domenica 31 gennaio 2027, 23:05"},
+	} {
+		if got := italianDate(c.at, c.allDay); got != c.want {
+			t.Errorf("italianDate(%v, %v) = %q, want %q", c.at, c.allDay, got, c.want)
+		}
+	}
 }
