@@ -77,7 +77,9 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 		rep.Skipped = "no calendar index at " + o.IndexPath
 		return rep, nil
 	}
-	db, err := sqlitedb.Open(ctx, o.IndexPath, sqlitedb.Options{ReadOnly: true})
+	// Mapped: a pass reads thousands of index pages, which would otherwise
+	// each be copied into a freshly allocated page-cache slot.
+	db, err := sqlitedb.Open(ctx, o.IndexPath, sqlitedb.Options{ReadOnly: true, MmapSize: 256 << 20})
 	if err != nil {
 		rep.Skipped = "calendar index unreadable: " + err.Error()
 		return rep, nil
@@ -154,6 +156,10 @@ type reminderTrigger struct {
 	Start    string `json:"start"`
 	End      string `json:"end"`
 	AllDay   bool   `json:"allDay"`
+
+	// startAt and endAt, when set, are Start and End before formatting,
+	// which waits until the reminder is written (most passes write none).
+	startAt, endAt time.Time
 }
 
 func reminderItem(e reminderEvent, o ReminderOptions) Item {
@@ -185,7 +191,7 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	// The row keeps the event's fields only; reading rebuilds the snapshot
 	// and the proposal from them (reminderTrigger.expand).
 	ev := &reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-		Account: e.Account, Source: e.Source, Start: start.Format(time.RFC3339), End: time.Unix(e.End, 0).Local().Format(time.RFC3339), AllDay: e.AllDay}
+		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: start, endAt: time.Unix(e.End, 0).Local()}
 	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
 		DueAt: &start, SourceAt: src, reminder: ev}
 }

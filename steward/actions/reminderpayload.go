@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"time"
 )
 
 // A calendar reminder's proposal and snapshot are functions of its event:
@@ -32,6 +33,16 @@ func (t *reminderTrigger) expand(it *Item) {
 		Steps: []Step{{Label: "Open the event", Type: "tool", Tool: "mcp__calendar__read_event", Args: readArgs}}}}
 }
 
+// formatted returns t with Start and End formatted (RFC 3339, local time).
+func (t *reminderTrigger) formatted() *reminderTrigger {
+	if t.Start != "" || t.startAt.IsZero() {
+		return t
+	}
+	f := *t
+	f.Start, f.End = t.startAt.Format(time.RFC3339), t.endAt.Format(time.RFC3339)
+	return &f
+}
+
 // fields lists t's strings in their encoded order.
 func (t *reminderTrigger) fields() []*string {
 	return []*string{&t.RefID, &t.UID, &t.Title, &t.Location, &t.Calendar, &t.Account, &t.Source, &t.Start, &t.End}
@@ -40,6 +51,7 @@ func (t *reminderTrigger) fields() []*string {
 // appendReminderEvent encodes t: the version byte, each string
 // length-prefixed (uvarint), then the all-day flag.
 func appendReminderEvent(b []byte, t *reminderTrigger) []byte {
+	t = t.formatted()
 	b = append(b, reminderPayloadVersion)
 	for _, f := range t.fields() {
 		b = binary.AppendUvarint(b, uint64(len(*f)))

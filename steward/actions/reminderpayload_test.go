@@ -18,7 +18,7 @@ import (
 // proposal and snapshot built from the event by version 3's code (copied
 // here, so that a change to what reading rebuilds shows), written as JSON.
 func oldWayReminder(it Item, key string) Item {
-	e := it.reminder
+	e := it.reminder.formatted()
 	trigger, _ := json.Marshal(struct {
 		RefID    string `json:"refId"`
 		UID      string `json:"uid"`
@@ -31,7 +31,7 @@ func oldWayReminder(it Item, key string) Item {
 		End      string `json:"end"`
 		AllDay   bool   `json:"allDay"`
 	}{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-		Account: e.Account, Source: e.Source, Start: e.Start, End: e.End, AllDay: e.AllDay})
+		Account: e.Account, Source: e.Source, Start: it.DueAt.Format(time.RFC3339), End: e.End, AllDay: e.AllDay})
 	readArgs, _ := json.Marshal(struct {
 		UID string `json:"uid"`
 	}{e.RefID})
