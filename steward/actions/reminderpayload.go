@@ -16,7 +16,7 @@ import (
 // reminderPayloadVersion is the first byte of an encoded reminder event.
 const reminderPayloadVersion = 1
 
-// payload is an item's payload columns as stored.
+// storedPayload is an item's payload columns as stored.
 type storedPayload struct {
 	proposal, diagnostics, snapshot []byte
 	event                           []byte // reminder_event: nil for a full payload

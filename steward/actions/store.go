@@ -682,7 +682,7 @@ func nullMillis(t *time.Time) sql.NullInt64 {
 // columns, and stand for no diagnostics.
 var emptyList, emptyObject = []byte("[]"), []byte("{}")
 
-// encodeParts encodes it's payload columns. A calendar reminder stores its
+// encodeParts encodes the payload columns. A calendar reminder stores its
 // event (reminder_event) in place of the proposal and snapshot, which it
 // determines and which reading rebuilds; anything else stores their JSON.
 func encodeParts(it Item) (storedPayload, error) {
