@@ -3,7 +3,6 @@ package actions
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,13 +77,15 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 		rep.Skipped = "no calendar index at " + o.IndexPath
 		return rep, nil
 	}
-	db, err := sqlitedb.Open(ctx, o.IndexPath, sqlitedb.Options{ReadOnly: true})
+	// Mapped: a pass reads thousands of index pages, which would otherwise
+	// each be copied into a freshly allocated page-cache slot.
+	db, err := sqlitedb.Open(ctx, o.IndexPath, sqlitedb.Options{ReadOnly: true, MmapSize: 256 << 20})
 	if err != nil {
 		rep.Skipped = "calendar index unreadable: " + err.Error()
 		return rep, nil
 	}
 	defer db.Close()
-	events, err := readReminderEvents(ctx, db, o)
+	items, err := readReminders(ctx, db, o)
 	if err != nil {
 		rep.Skipped = err.Error()
 		return rep, nil
@@ -94,18 +95,15 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 	if rep.Migrated, rep.Unresolved, err = s.migrateLegacyReminders(ctx, db); err != nil {
 		rep.MigrationError = err.Error()
 	}
-	rep.Events = len(events)
-	items := make([]Item, len(events))
-	for i, e := range events {
-		items[i] = reminderItem(e, o)
-	}
+	rep.Events = len(items)
 	if rep.Created, rep.Updated, rep.Unchanged, err = s.UpsertBatch(ctx, items, true); err != nil {
 		return rep, err
 	}
 	return rep, nil
 }
 
-func readReminderEvents(ctx context.Context, db *sql.DB, o ReminderOptions) ([]reminderEvent, error) {
+// readReminders reads the eligible events and returns their reminders.
+func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, error) {
 	q := `SELECT ref_id, uid, title, location, calendar, account, source, start_at, end_at, all_day, last_modified
 		FROM events WHERE status <> 'cancelled' AND start_at >= ? AND start_at < ?`
 	args := []any{o.Now.Unix(), o.Now.Add(time.Duration(o.Days) * 24 * time.Hour).Unix()}
@@ -118,13 +116,13 @@ func readReminderEvents(ctx context.Context, db *sql.DB, o ReminderOptions) ([]r
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
 	defer rows.Close()
-	var out []reminderEvent
+	var out []Item
+	var e reminderEvent
 	for rows.Next() {
-		var e reminderEvent
 		if err := rows.Scan(&e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source, &e.Start, &e.End, &e.AllDay, &e.LastModified); err != nil {
 			return nil, fmt.Errorf("read calendar index: %w", err)
 		}
-		out = append(out, e)
+		out = append(out, reminderItem(e, o))
 	}
 	return out, rows.Err()
 }
@@ -135,11 +133,15 @@ var italianMonths = []string{"", "gennaio", "febbraio", "marzo", "aprile", "magg
 // italianDate formats t the spec's way for the deterministic renderer
 // ("lunedì 7 dicembre 2026, 09:30").
 func italianDate(t time.Time, allDay bool) string {
-	s := fmt.Sprintf("%s %d %s %d", italianDays[t.Weekday()], t.Day(), italianMonths[t.Month()], t.Year())
+	b := make([]byte, 0, 48)
+	b = append(append(b, italianDays[t.Weekday()]...), ' ')
+	b = append(strconv.AppendInt(b, int64(t.Day()), 10), ' ')
+	b = append(append(b, italianMonths[t.Month()]...), ' ')
+	b = strconv.AppendInt(b, int64(t.Year()), 10)
 	if !allDay {
-		s += t.Format(", 15:04")
+		b = t.AppendFormat(b, ", 15:04")
 	}
-	return s
+	return string(b)
 }
 
 // reminderTrigger is a reminder's snapshot of its event (the sidecar reference and source fields).
@@ -154,6 +156,10 @@ type reminderTrigger struct {
 	Start    string `json:"start"`
 	End      string `json:"end"`
 	AllDay   bool   `json:"allDay"`
+
+	// startAt and endAt, when set, are Start and End before formatting,
+	// which waits until the reminder is written (most passes write none).
+	startAt, endAt time.Time
 }
 
 func reminderItem(e reminderEvent, o ReminderOptions) Item {
@@ -174,7 +180,7 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if o.Language == "it" {
 		label, at = "Evento in arrivo", "Inizia"
 	}
-	summary := fmt.Sprintf("%s %s", at, italianDate(start, e.AllDay))
+	summary := at + " " + italianDate(start, e.AllDay)
 	if e.Location != "" {
 		summary += " — " + e.Location
 	}
@@ -182,20 +188,12 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if e.LastModified.Valid {
 		src = time.Unix(e.LastModified.Int64, 0)
 	}
-	// The snapshot and the proposal are built only when the row is written:
-	// most passes find most reminders unchanged.
-	fill := func(it *Item) {
-		trigger, _ := json.Marshal(reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-			Account: e.Account, Source: e.Source, Start: start.Format(time.RFC3339), End: time.Unix(e.End, 0).Local().Format(time.RFC3339), AllDay: e.AllDay})
-		readArgs, _ := json.Marshal(struct {
-			UID string `json:"uid"`
-		}{e.RefID})
-		it.Snapshot = Snapshot{Trigger: trigger, Rationale: "deterministic calendar reminder"}
-		it.Proposal = []Alternative{{Summary: "Review the event before it starts", Confidence: 1,
-			Steps: []Step{{Label: "Open the event", Type: "tool", Tool: "mcp__calendar__read_event", Args: readArgs}}}}
-	}
+	// The row keeps the event's fields only; reading rebuilds the snapshot
+	// and the proposal from them (reminderTrigger.expand).
+	ev := &reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
+		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: start, endAt: time.Unix(e.End, 0).Local()}
 	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
-		DueAt: &start, SourceAt: src, fill: fill}
+		DueAt: &start, SourceAt: src, reminder: ev}
 }
 
 // legacyReminder is a reminder keyed calendar:<UID>/<start> by earlier
@@ -236,7 +234,7 @@ func parseLegacyKey(key string) (uid string, start int64, ok bool) {
 func (s *Store) migrateLegacyReminders(ctx context.Context, index *sql.DB) (int, []string, error) {
 	// Stable keys are hex refIds (<parent>/<recurrence-id> for an edited
 	// occurrence, which the index knows), so only keys with a '/' can be legacy.
-	rows, err := s.db.QueryContext(ctx, `SELECT id, source_key FROM items INDEXED BY items_source_state
+	rows, err := s.db.QueryContext(ctx, `SELECT id, source_key FROM items
 		WHERE source_key >= 'calendar:' AND source_key < 'calendar;' AND instr(source_key, '/') > 0`)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read legacy reminders: %w", err)

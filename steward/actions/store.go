@@ -116,9 +116,10 @@ type Item struct {
 	Snapshot    Snapshot      `json:"snapshot,omitzero"`
 	Notified    bool          `json:"notified"`
 
-	// fill, when set, completes the payload (proposal, snapshot) just
-	// before the item is written.
-	fill func(*Item)
+	// reminder, when set, is the event a calendar reminder was built from:
+	// the row stores it in place of the proposal and snapshot, which
+	// reading rebuilds from it.
+	reminder *reminderTrigger
 }
 
 // Auditor receives the redacted lifecycle events; *audit.Ledger is one.
@@ -152,9 +153,9 @@ type Store struct {
 const (
 	selectSQL = `SELECT ` + storedCols + ` FROM items WHERE source_key = ?`
 	insertSQL = `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
-		source_at, source_hash, proposal, diagnostics, snapshot) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?,?)`
+		source_at, source_hash, proposal, diagnostics, snapshot, reminder_event) VALUES (?,?,?,?,?,?,'new',?,?,?,?,?,?,?,?)`
 	updateSQL = `UPDATE items SET kind=?, title=?, summary=?, priority=?, due_at=?, status=?, updated_at=?,
-		source_at=max(source_at, ?), source_hash=?, proposal=?, diagnostics=?, snapshot=? WHERE id=?`
+		source_at=max(source_at, ?), source_hash=?, proposal=?, diagnostics=?, snapshot=?, reminder_event=? WHERE id=?`
 )
 
 // ErrNotFound reports an item or flow id the store does not hold.
@@ -274,6 +275,15 @@ END;
 -- status changes keep their triggers.
 DROP TRIGGER items_count_insert;
 UPDATE item_counts SET n = (SELECT count(*) FROM items WHERE items.status = item_counts.status);
+`, `
+-- Version 4: a calendar reminder's row keeps its event's fields, encoded
+-- compactly, instead of a JSON proposal and snapshot (which only repeat
+-- the event): reading rebuilds them. Rows written before keep their JSON.
+-- items_source_state goes: with compact rows, an upsert's lookup reads the
+-- row's first columns through the UNIQUE index on source_key about as fast,
+-- and a reminder insert updates one b-tree fewer.
+ALTER TABLE items ADD COLUMN reminder_event BLOB;
+DROP INDEX items_source_state;
 `}
 
 // Open opens (creating if needed) the store at path.
@@ -485,20 +495,35 @@ func (s *Store) lookup(ctx context.Context, tx *sql.Tx, key string) (*stored, er
 
 // lookupMany returns the rows of keys in one query.
 func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[string]*stored, error) {
+	out := map[string]*stored{}
+	if len(items) == 0 {
+		return out, nil
+	}
 	keys := make([]string, len(items))
+	lo, hi := items[0].SourceKey, items[0].SourceKey
 	for i, it := range items {
 		keys[i] = it.SourceKey
+		lo, hi = min(lo, it.SourceKey), max(hi, it.SourceKey)
+	}
+	// A batch of new keys (a first reminder pass) finds no row in its key
+	// range: one index probe instead of a join over every key.
+	var found bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM items WHERE source_key BETWEEN ? AND ?)`, lo, hi).Scan(&found); err != nil {
+		return nil, fmt.Errorf("read actions: %w", err)
+	}
+	if !found {
+		return out, nil
 	}
 	list, _ := json.Marshal(keys)
-	// json_each drives the join: one probe of the covering
-	// items_source_state per key, no temporary table of the keys.
-	rows, err := tx.QueryContext(ctx, `SELECT j.value, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items INDEXED BY items_source_state
+	// json_each drives the join: one probe of the source key's unique
+	// index and one row (its compact columns come first) per key, no
+	// temporary table of the keys.
+	rows, err := tx.QueryContext(ctx, `SELECT j.value, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items
 		WHERE items.source_key = j.value`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("read actions: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]*stored{}
 	for rows.Next() {
 		var key string
 		var c stored
@@ -564,12 +589,12 @@ func (w txWriter) upsert(ctx context.Context, it Item, keepStatus bool, now time
 	case newer && !keepStatus:
 		next = StatusNew
 	}
-	prop, diag, snap, err := encodeParts(it)
+	p, err := encodeParts(it)
 	if err != nil {
 		return 0, Unchanged, err
 	}
 	if _, err := w.upd.ExecContext(ctx, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), next, now.UnixMilli(), it.SourceAt.UnixMilli(),
-		hash, prop, diag, snap, cur.id); err != nil {
+		hash, p.proposal, p.diagnostics, p.snapshot, p.event, cur.id); err != nil {
 		return 0, Unchanged, fmt.Errorf("update action %s: %w", it.SourceKey, err)
 	}
 	return cur.id, outcome, nil
@@ -583,12 +608,12 @@ func insertArgs(it Item, now time.Time) ([]any, error) {
 	if it.Priority == "" {
 		it.Priority = PriorityNormal
 	}
-	prop, diag, snap, err := encodeParts(it)
+	p, err := encodeParts(it)
 	if err != nil {
 		return nil, err
 	}
 	return []any{it.SourceKey, it.Kind, it.Title, it.Summary, it.Priority, unixOrNil(it.DueAt), now.UnixMilli(), now.UnixMilli(),
-		it.SourceAt.UnixMilli(), sourceHash(&it), prop, diag, snap}, nil
+		it.SourceAt.UnixMilli(), sourceHash(&it), p.proposal, p.diagnostics, p.snapshot, p.event}, nil
 }
 
 // insertChunk is how many rows one multi-row INSERT of a batch carries:
@@ -653,25 +678,36 @@ func nullMillis(t *time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
 }
 
-func encodeParts(it Item) (prop, diag, snap []byte, err error) {
-	if it.fill != nil {
-		it.fill(&it)
+// emptyList and emptyObject fill a reminder row's proposal and snapshot
+// columns, and stand for no diagnostics.
+var emptyList, emptyObject = []byte("[]"), []byte("{}")
+
+// encodeParts encodes the payload columns. A calendar reminder stores its
+// event (reminder_event) in place of the proposal and snapshot, which it
+// determines and which reading rebuilds; anything else stores their JSON.
+func encodeParts(it Item) (storedPayload, error) {
+	var p storedPayload
+	var err error
+	p.diagnostics = emptyList
+	if len(it.Diagnostics) > 0 {
+		if p.diagnostics, err = json.Marshal(it.Diagnostics); err != nil {
+			return storedPayload{}, fmt.Errorf("encode action %s: %w", it.SourceKey, err)
+		}
+	}
+	if it.reminder != nil {
+		p.proposal, p.snapshot, p.event = emptyList, emptyObject, appendReminderEvent(nil, it.reminder)
+		return p, nil
 	}
 	if it.Proposal == nil {
 		it.Proposal = []Alternative{}
 	}
-	if it.Diagnostics == nil {
-		it.Diagnostics = []string{}
-	}
-	if prop, err = json.Marshal(it.Proposal); err == nil {
-		if diag, err = json.Marshal(it.Diagnostics); err == nil {
-			snap, err = json.Marshal(it.Snapshot)
-		}
+	if p.proposal, err = json.Marshal(it.Proposal); err == nil {
+		p.snapshot, err = json.Marshal(it.Snapshot)
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("encode action %s: %w", it.SourceKey, err)
+		return storedPayload{}, fmt.Errorf("encode action %s: %w", it.SourceKey, err)
 	}
-	return prop, diag, snap, nil
+	return p, nil
 }
 
 func unixOrNil(t *time.Time) any {
@@ -723,7 +759,7 @@ func ClampLimit(n int) int {
 }
 
 const compactCols = `id, source_key, kind, title, summary, priority, due_at, status, created_at, updated_at, source_at, notified_at IS NOT NULL`
-const payloadCols = `, proposal, diagnostics, snapshot`
+const payloadCols = `, proposal, diagnostics, snapshot, reminder_event`
 
 func (o ListOptions) where(now time.Time) (string, []any) {
 	var conds []string
@@ -852,9 +888,10 @@ func scanItem(r scanner, payload bool) (*Item, error) {
 	var due sql.NullInt64
 	var created, updated, source int64
 	var prop, diag, snap string
+	var event []byte
 	dest := []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &due, &it.Status, &created, &updated, &source, &it.Notified}
 	if payload {
-		dest = append(dest, &prop, &diag, &snap)
+		dest = append(dest, &prop, &diag, &snap, &event)
 	}
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
@@ -864,7 +901,16 @@ func scanItem(r scanner, payload bool) (*Item, error) {
 		t := time.UnixMilli(due.Int64)
 		it.DueAt = &t
 	}
-	if payload {
+	if payload && event != nil {
+		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
+			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+		}
+		ev, err := decodeReminderEvent(event)
+		if err != nil {
+			return nil, fmt.Errorf("decode reminder of action %d: %w", it.ID, err)
+		}
+		ev.expand(&it)
+	} else if payload {
 		if err := json.Unmarshal([]byte(prop), &it.Proposal); err != nil {
 			return nil, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
 		}
@@ -941,12 +987,13 @@ func (s *Store) Revise(ctx context.Context, id int64, summary, instruction strin
 	}
 	it.Proposal = proposal
 	it.Snapshot.Revisions = append(it.Snapshot.Revisions, instruction)
-	prop, diag, snap, err := encodeParts(*it)
+	p, err := encodeParts(*it)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, proposal=?, diagnostics=?, snapshot=?, updated_at=? WHERE id=?`,
-		it.Summary, prop, diag, snap, s.opts.Now().UnixMilli(), id); err != nil {
+	// The revised payload is stored in full: a reminder's event no longer describes it.
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, proposal=?, diagnostics=?, snapshot=?, reminder_event=NULL, updated_at=? WHERE id=?`,
+		it.Summary, p.proposal, p.diagnostics, p.snapshot, s.opts.Now().UnixMilli(), id); err != nil {
 		return nil, fmt.Errorf("revise action %d: %w", id, err)
 	}
 	s.audit(ctx, "action.revised", "Action revised: "+it.Title, audit.RiskLow, map[string]any{"id": id, "instruction": instruction})
@@ -961,11 +1008,12 @@ func (s *Store) SetSummary(ctx context.Context, id int64, summary, crossThread s
 		return err
 	}
 	it.Snapshot.CrossThreads = append(it.Snapshot.CrossThreads, crossThread)
-	_, _, snap, err := encodeParts(*it)
+	p, err := encodeParts(*it)
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, snapshot=?, updated_at=? WHERE id=?`, summary, snap, s.opts.Now().UnixMilli(), id); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE items SET summary=?, proposal=?, snapshot=?, reminder_event=NULL, updated_at=? WHERE id=?`,
+		summary, p.proposal, p.snapshot, s.opts.Now().UnixMilli(), id); err != nil {
 		return fmt.Errorf("update action %d summary: %w", id, err)
 	}
 	return nil
