@@ -199,14 +199,19 @@ func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
 	base, token := runServe(t, env, home)
 
 	// The System page lists every tool with its decision once the user's
-	// servers and the shell connector are up.
+	// servers and the shell connector are up. Until a connector is ready its
+	// tools are listed from the bundled manifest, unavailable, and gated (no
+	// annotation has been seen yet), so only available rows count.
 	decisions := map[string]string{}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		req, _ := http.NewRequest(http.MethodGet, base+"/system/status", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		var st struct {
-			Tools []struct{ Name, Decision string }
+			Tools []struct {
+				Name, Decision string
+				Available      bool
+			}
 		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			json.NewDecoder(resp.Body).Decode(&st)
@@ -214,7 +219,9 @@ func TestUserServerNamedLikeBuiltinConnectorIsGated(t *testing.T) {
 		}
 		clear(decisions)
 		for _, tool := range st.Tools {
-			decisions[tool.Name] = tool.Decision
+			if tool.Available {
+				decisions[tool.Name] = tool.Decision
+			}
 		}
 		ready := decisions["mcp__shell__find_files"] != ""
 		for _, rules := range unregistered {
