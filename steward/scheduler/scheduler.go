@@ -170,6 +170,13 @@ func (s *Scheduler) loop(ctx context.Context, js *jobState) {
 func (s *Scheduler) tick(ctx context.Context, js *jobState, now time.Time) {
 	next := now.Add(js.Interval)
 	s.mu.Lock()
+	// A tick and the stop can arrive together (select picks either): once
+	// stopped, nothing may be marked running, or the job would stay
+	// "running" with no run behind it.
+	if ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
 	js.status.NextRun = &next
 	if js.status.State == StateRunning {
 		js.status.Skips++
@@ -183,9 +190,6 @@ func (s *Scheduler) tick(ctx context.Context, js *jobState, now time.Time) {
 	js.status.Runs++
 	run := js.status.Runs
 	s.mu.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
 	s.wg.Go(func() { s.execute(ctx, js, run, next) })
 }
 
@@ -206,6 +210,9 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	if err := cmd.Start(); err != nil {
 		s.record(Record{Event: EventStart, Job: js.Name, Run: run})
 		rec.Result, rec.Error = ResultFailed, "start: "+err.Error()
+		if ctx.Err() != nil { // stopped between the tick and the start
+			rec.Result, rec.Error = ResultInterrupted, "the scheduler stopped before the run started"
+		}
 		s.finish(js, start, rec)
 		return
 	}

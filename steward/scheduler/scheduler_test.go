@@ -331,3 +331,26 @@ func TestSettingsTableListsEveryJob(t *testing.T) {
 		}
 	}
 }
+
+// TestTickAfterStopStartsNothing: a tick that arrives together with the
+// stop (the loop's select may pick either) neither marks the job running
+// nor counts a run, so the live status agrees with the log after Run
+// returns (this once left a job "running" with no run behind it).
+func TestTickAfterStopStartsNothing(t *testing.T) {
+	lg, err := OpenLog(filepath.Join(t.TempDir(), "scheduler.jsonl"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Self: "/nonexistent/steward", Log: lg,
+		Jobs: []Job{{Name: "fail", Args: []string{"fail"}, Interval: time.Second, Timeout: time.Second}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.tick(ctx, s.jobs[0], time.Now())
+	s.wg.Wait()
+	if st := s.Status()[0]; st.State != StateNotObserved || st.Runs != 0 {
+		t.Errorf("after a tick past the stop: %+v", st)
+	}
+	if recs, err := ReadRecords(lg.Path()); err != nil || len(recs) != 0 {
+		t.Errorf("log after a tick past the stop = %+v, %v", recs, err)
+	}
+}
