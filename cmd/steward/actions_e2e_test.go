@@ -164,7 +164,10 @@ loop:
 		}
 	}
 	if cards != 1 {
-		t.Fatalf("%d approval cards, want exactly the reply's", cards)
+		var item actions.Item
+		get("/actions/1", &item)
+		msgs, _ := up.Requests()[len(up.Requests())-1].Body["messages"].([]any)
+		t.Fatalf("%d approval cards, want exactly the reply's; item diagnostics %q; the tool result the model saw: %.2000v", cards, item.Diagnostics, msgs[len(msgs)-1])
 	}
 	got := srv.WaitMessages(t, 1)
 	if !strings.Contains(got[0].Subject, "Thursday") {
