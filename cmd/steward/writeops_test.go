@@ -97,8 +97,11 @@ func writesHome(t *testing.T, smtpPort int) (home string, env *cliEnv) {
 	os.WriteFile(filepath.Join(root, "cur", "1.seed:2,S"), []byte("From: a@example.org\r\nTo: me@example.com\r\nSubject: seed\r\nMessage-ID: <seed@example.org>\r\nDate: Mon, 2 Mar 2026 09:00:00 +0000\r\n\r\nseed\r\n"), 0o600)
 	yaml := fmt.Sprintf("accounts:\n  - name: personal\n    kind: maildir\n    root: %s\n    addresses: [me@example.com]\n    smtp: {host: 127.0.0.1, port: %d, security: none}\n", root, smtpPort)
 	os.WriteFile(filepath.Join(home, "mail.yaml"), []byte(yaml), 0o600)
+	// The tests run each job themselves: a scheduler in their serve would
+	// race them, and its mail-distill and action-center runs would take
+	// the scripted model replies queued for the chat.
 	os.WriteFile(filepath.Join(home, "config.env"), []byte("WRITE_OP_MAIL_MAX_CONFIRM_ATTEMPTS=3\nWRITE_OP_STARTED_STALE_MS=1000\n"+
-		"MAIL_EMBED_ENDPOINT=off\nMAIL_CLASSIFY_ENDPOINT=off\n"), 0o600)
+		"MAIL_EMBED_ENDPOINT=off\nMAIL_CLASSIFY_ENDPOINT=off\nSTEWARD_SCHEDULER=off\n"), 0o600)
 	if err := mailReconcile(context.Background(), env, nil); err != nil {
 		t.Fatal(err)
 	}
