@@ -135,7 +135,7 @@ func Open(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	if !opts.ReadOnly {
-		if err := migrate(ctx, db, opts.Migrations); err != nil {
+		if err := migrate(ctx, db, opts.Migrations, busyTimeout(opts)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("migrate sqlite store %s: %w", path, err)
 		}
@@ -202,7 +202,14 @@ func dsn(path string, opts Options) string {
 // the same step. A store already up to date is recognised by a plain read,
 // which in WAL mode never waits for a writer: many openers of a current store
 // then do not queue for the write lock one after another.
-func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
+//
+// An opener that waited out its busy timeout for the write lock reads the
+// version again: the holder was most likely another opener migrating this
+// very store, and once it is current there is nothing left to do. Otherwise
+// it queues again, for up to four busy timeouts in all, so that a crowd of
+// first openers (every scheduler child and connector at once on a loaded
+// machine) is served rather than refused.
+func migrate(ctx context.Context, db *sql.DB, migrations []string, timeout time.Duration) error {
 	v, err := Version(ctx, db)
 	if err != nil {
 		return err
@@ -210,8 +217,17 @@ func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
 	if v == len(migrations) {
 		return nil
 	}
+	deadline := time.Now().Add(4 * timeout)
 	for {
 		done, err := migrateStep(ctx, db, migrations)
+		if err != nil && isBusy(err) {
+			if v, verr := Version(ctx, db); verr == nil && v == len(migrations) {
+				return nil
+			}
+			if time.Now().Before(deadline) && ctx.Err() == nil {
+				continue
+			}
+		}
 		if err != nil || done {
 			return err
 		}
