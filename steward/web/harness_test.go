@@ -400,9 +400,28 @@ func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
 // wait polls a JavaScript condition until it is truthy.
 func (b *browser) wait(expr string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[any](expr, chromedp.WithPollingTimeout(45*time.Second), chromedp.WithPollingInterval(40*time.Millisecond))); err != nil {
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[any](expr, chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(40*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		// A poll that began in the page a navigation is replacing fails with
+		// the old document's execution context; the condition is about the new one.
+		if lostContext(err) && time.Now().Before(deadline) {
+			time.Sleep(40 * time.Millisecond)
+			continue
+		}
 		b.t.Fatalf("waiting for %s: %v%s", expr, err, b.debug())
 	}
+}
+
+// lostContext reports an evaluation that failed because its document went
+// away (a reload or navigation in progress), not because of the expression.
+func lostContext(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") || strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed")
 }
 
 // setValue sets a form field's value as typing would, with an input event.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,9 +340,27 @@ func testEnableNotifications(t *testing.T, b *browser, h *harness) {
 func testPushAndClick(t *testing.T, b *browser, h *harness, chatID string) {
 	origin := strings.TrimSuffix(h.url(), "/")
 	regs := make(chan serviceworker.RegistrationID, 16)
+	// What the service worker did, for the failure message of a push that
+	// shows nothing.
+	var swMu sync.Mutex
+	var swLog []string
+	logSW := func(format string, args ...any) {
+		swMu.Lock()
+		defer swMu.Unlock()
+		swLog = append(swLog, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	}
 	if err := chromedp.Listen(b.ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *serviceworker.EventWorkerVersionUpdated:
+			for _, v := range e.Versions {
+				logSW("version %s of registration %s: %s, %s", v.VersionID, v.RegistrationID, v.Status, v.RunningStatus)
+			}
+		case *serviceworker.EventWorkerErrorReported:
+			logSW("error in registration %s: %s (%s:%d)", e.ErrorMessage.RegistrationID, e.ErrorMessage.ErrorMessage, e.ErrorMessage.SourceURL, e.ErrorMessage.LineNumber)
+		}
 		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
 			for _, r := range e.Registrations {
+				logSW("registration %s %s deleted=%v", r.RegistrationID, r.ScopeURL, r.IsDeleted)
 				if !r.IsDeleted && r.ScopeURL == h.url() {
 					select {
 					case regs <- r.RegistrationID:
@@ -372,18 +391,66 @@ func testPushAndClick(t *testing.T, b *browser, h *harness, chatID string) {
 	}
 	payload, _ := json.Marshal(push.Notification{Title: "Treno 9547", Body: "Il treno 9547 parte dal binario 4.", Tag: "watch:watch_1:ev_1",
 		URL: "/?chat=" + chatID, ChatID: chatID, Data: map[string]string{"watchId": "watch_1", "eventId": "ev_1"}})
+	// The service worker's showNotification calls are recorded as they
+	// happen, in the worker itself (attached to DevTools, so it is never
+	// stopped for being idle): headless Chromium may drop shown
+	// notifications from getNotifications() after a while (on a loaded
+	// machine within the test's own steps), so the list cannot be read later.
+	targets, err := chromedp.Targets(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var swTarget target.ID
+	for _, tg := range targets {
+		if tg.Type == "service_worker" && tg.URL == origin+"/sw.js" {
+			swTarget = tg.TargetID
+		}
+	}
+	if swTarget == "" {
+		t.Fatal("no service worker target")
+	}
+	// Detached, not closed, at the end: closing the target would stop the
+	// worker under the tests that follow.
+	swCtx, cancel := chromedp.NewContext(b.ctx, chromedp.WithTargetID(swTarget), chromedp.WithDetachOnCancel())
+	defer cancel()
+	evalIn[bool](t, swCtx, `(() => {
+		if (self.__shown) return true;
+		self.__shown = [];
+		self.__closed = [];
+		const show = ServiceWorkerRegistration.prototype.showNotification;
+		ServiceWorkerRegistration.prototype.showNotification = async function (title, options) {
+			await show.call(this, title, options);
+			// The live Notification, kept for the click below.
+			const list = await this.getNotifications(options?.tag ? { tag: options.tag } : undefined);
+			self.__shown.push({ title, options, notification: list.find((n) => n.body === options?.body) || null });
+		};
+		const close = Notification.prototype.close;
+		Notification.prototype.close = function () { self.__closed.push(this.tag); return close.call(this); };
+		return true;
+	})()`)
 	// One push at a time, each waited for: pushes delivered back to back
 	// can reach a service worker that is still starting up.
 	for i, data := range []string{string(payload), "not json {", ""} {
+		logSW("deliver push %d to registration %s", i+1, reg)
 		deliver(data)
-		b.wait(fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((n) => n.length === %d)`, i+1))
+		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(40 * time.Millisecond) { // a hang guard
+			n := evalIn[int](t, swCtx, `self.__shown.length`)
+			if n == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				swMu.Lock()
+				events := strings.Join(swLog, "\n")
+				swMu.Unlock()
+				t.Fatalf("push %d: %d notifications shown, want %d\nservice worker events:\n%s%s", i+1, n, i+1, events, b.debug())
+			}
+		}
 	}
 	type shown struct {
 		Title, Body, Tag, Icon string
 		Data                   map[string]string
 	}
-	notes := eval[[]shown](b, `navigator.serviceWorker.ready.then((r) => r.getNotifications())
-		.then((list) => list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon, data: n.data })))`)
+	notes := evalIn[[]shown](t, swCtx, `self.__shown.map(({ title, options: o }) => ({ title, body: o.body, tag: o.tag, icon: o.icon, data: o.data }))`)
 	byBody := map[string]shown{}
 	for _, n := range notes {
 		byBody[n.Body] = n
@@ -405,42 +472,30 @@ func testPushAndClick(t *testing.T, b *browser, h *harness, chatID string) {
 	// not waitUntil, focus or open a window — the handler's promise still
 	// runs and posts to the open window, which is what is checked here.
 	// Forged messages go first.
-	targets, err := chromedp.Targets(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var swTarget target.ID
-	for _, tg := range targets {
-		if tg.Type == "service_worker" && tg.URL == origin+"/sw.js" {
-			swTarget = tg.TargetID
-		}
-	}
-	if swTarget == "" {
-		t.Fatal("no service worker target")
-	}
-	swCtx, cancel := chromedp.NewContext(b.ctx, chromedp.WithTargetID(swTarget))
-	defer cancel()
 	b.do(chromedp.Evaluate[chromedp.Void](`window.__routes = []; addEventListener('hashchange', () => window.__routes.push(location.hash))`))
-	clicked, err := chromedp.Run(swCtx, chromedp.Evaluate[string](fmt.Sprintf(`(async () => {
+	clicked := evalIn[string](t, swCtx, fmt.Sprintf(`(async () => {
 		for (const c of await self.clients.matchAll({ type: 'window' })) {
 			c.postMessage({ type: 'steward.open-chat', chatId: 'chat_x/../../evil' });
 			c.postMessage({ type: 'navigate', chatId: %[1]s });
 			c.postMessage(%[1]s);
 		}
-		const n = (await self.registration.getNotifications()).find((x) => x.tag === 'watch:watch_1:ev_1');
+		const n = self.__shown.find((x) => x.options?.tag === 'watch:watch_1:ev_1')?.notification;
+		if (!n) return 'no live notification was kept for the watch push';
 		self.dispatchEvent(new NotificationEvent('notificationclick', { notification: n }));
 		return n.tag;
-	})()`, js(chatID)), chromedp.EvalAwaitPromise))
-	if err != nil || clicked != "watch:watch_1:ev_1" {
-		t.Fatalf("click in the service worker: %q %v", clicked, err)
+	})()`, js(chatID)))
+	if clicked != "watch:watch_1:ev_1" {
+		t.Fatalf("click in the service worker: %q", clicked)
 	}
 	b.wait(fmt.Sprintf(`document.querySelector('.chat-link.current')?.dataset.chatId === %s && location.hash === %s`, js(chatID), js("#/c/"+chatID)))
 	b.wait(`[...document.querySelectorAll('.msg.assistant')].some((m) => m.textContent.includes('binario 4'))`)
 	if routes := eval[[]string](b, `window.__routes`); !reflect.DeepEqual(routes, []string{"#/c/" + chatID}) {
 		t.Errorf("routes taken = %q; forged messages must be ignored", routes)
 	}
-	// The clicked notification is closed; the others stay.
-	b.wait(`navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((n) => n.length === 2 && !n.some((x) => x.tag === 'watch:watch_1:ev_1'))`)
+	// The clicked notification, and only it, is closed.
+	if closed := evalIn[[]string](t, swCtx, `self.__closed`); !reflect.DeepEqual(closed, []string{"watch:watch_1:ev_1"}) {
+		t.Errorf("notifications closed = %q, want only the clicked one", closed)
+	}
 }
 
 // testDisableNotifications: turning notifications off tells the host and
@@ -458,4 +513,15 @@ func testDisableNotifications(t *testing.T, b *browser, h *harness) {
 	if subs := h.push.Subscriptions(); len(subs) != 0 {
 		t.Errorf("the host still has %d subscription(s)", len(subs))
 	}
+}
+
+// evalIn evaluates a promise-valued expression in a DevTools target (the
+// service worker) and returns its value.
+func evalIn[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
 }
