@@ -23,6 +23,8 @@ var credentialPatterns = sync.OnceValue(func() []credentialPattern {
 	}
 })
 
+// credentialPattern is one credential family: its pattern and the literal
+// markers that gate it.
 type credentialPattern struct {
 	re      *regexp.Regexp
 	markers []string // at least one must occur (bearer: in any case)
