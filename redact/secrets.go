@@ -4,22 +4,30 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // credentialPatterns are the finite credential families Secrets masks in
 // text shown to models and operators. This is a defence, not a guarantee.
 // Each pattern runs only on text holding its literal marker: every operator
 // response passes through here, and a regexp costs about a microsecond per
-// hundred bytes even when it finds nothing.
-var credentialPatterns = []struct {
+// hundred bytes even when it finds nothing. They compile on first use: every
+// process of the binary links this package, most never mask anything.
+var credentialPatterns = sync.OnceValue(func() []credentialPattern {
+	return []credentialPattern{
+		{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}`), nil},
+		{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), []string{"sk-"}},
+		{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
+		{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), []string{"AKIA"}},
+		{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`), []string{"PRIVATE KEY-----"}},
+	}
+})
+
+// credentialPattern is one credential family: its pattern and the literal
+// markers that gate it.
+type credentialPattern struct {
 	re      *regexp.Regexp
 	markers []string // at least one must occur (bearer: in any case)
-}{
-	{regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{12,}`), nil},
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), []string{"sk-"}},
-	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
-	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), []string{"AKIA"}},
-	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`), []string{"PRIVATE KEY-----"}},
 }
 
 // mayMatch reports whether text holds one of the markers; no markers means
@@ -72,7 +80,7 @@ func Secrets(secrets []string) func(string) string {
 				text = strings.ReplaceAll(text, s, SecretsMarker)
 			}
 		}
-		for _, p := range credentialPatterns {
+		for _, p := range credentialPatterns() {
 			if !mayMatch(text, p.markers) {
 				continue
 			}

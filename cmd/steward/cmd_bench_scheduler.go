@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -35,13 +36,19 @@ type schedulerBenchReport struct {
 
 	BackfillSeconds float64 `json:"backfillSeconds"`
 	// Unchanged-tree runs: each figure is the median of Repeats runs.
-	Repeats          int       `json:"repeats"`
-	ReconcileSeconds float64   `json:"reconcileSeconds"`
-	NotmuchSeconds   float64   `json:"notmuchSeconds,omitempty"`
-	NotmuchVersion   string    `json:"notmuchVersion,omitempty"`
-	NotmuchNote      string    `json:"notmuchNote,omitempty"`
-	ReconcileSamples []float64 `json:"reconcileSamples"`
-	NotmuchSamples   []float64 `json:"notmuchSamples,omitempty"`
+	// The load average when they start (the backfill before them takes
+	// minutes), and how the measured binary is linked: a dynamically
+	// linked one (a default cgo build) runs the dynamic loader and libc's
+	// start-up at every process start.
+	ReconcileLoadAverage string    `json:"reconcileLoadAverage,omitempty"`
+	BinaryLinking        string    `json:"binaryLinking,omitempty"`
+	Repeats              int       `json:"repeats"`
+	ReconcileSeconds     float64   `json:"reconcileSeconds"`
+	NotmuchSeconds       float64   `json:"notmuchSeconds,omitempty"`
+	NotmuchVersion       string    `json:"notmuchVersion,omitempty"`
+	NotmuchNote          string    `json:"notmuchNote,omitempty"`
+	ReconcileSamples     []float64 `json:"reconcileSamples"`
+	NotmuchSamples       []float64 `json:"notmuchSamples,omitempty"`
 	// CPU time (user + system) of the same runs, medians: on a loaded
 	// machine the wall times are mostly waiting for a core.
 	ReconcileCPUSeconds float64   `json:"reconcileCpuSeconds"`
@@ -65,6 +72,36 @@ type schedulerBenchReport struct {
 	WatchSamples  []float64 `json:"watchSamplesMs"`
 
 	Checks []bench.Check `json:"checks"`
+}
+
+// binaryLinking says whether the 64-bit little-endian ELF executable at path
+// is "static" or "dynamic" (has a PT_INTERP program header), or "" when it
+// cannot tell. The header is read by hand: debug/elf would link two more
+// packages into every process of the binary.
+func binaryLinking(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := make([]byte, 64)
+	if _, err := f.ReadAt(h, 0); err != nil || string(h[:4]) != "\x7fELF" || h[4] != 2 || h[5] != 1 {
+		return ""
+	}
+	off, size, n := int64(binary.LittleEndian.Uint64(h[0x20:])), int64(binary.LittleEndian.Uint16(h[0x36:])), int64(binary.LittleEndian.Uint16(h[0x38:]))
+	if size < 4 {
+		return ""
+	}
+	typ := make([]byte, 4)
+	for i := int64(0); i < n; i++ {
+		if _, err := f.ReadAt(typ, off+i*size); err != nil {
+			return ""
+		}
+		if binary.LittleEndian.Uint32(typ) == 3 { // PT_INTERP
+			return "dynamic"
+		}
+	}
+	return "static"
 }
 
 // tailText keeps the end of a child's output for an error message.
@@ -173,6 +210,10 @@ Writes a JSON report; see docs/benchmarks.md.`)
 	if _, err := runChild("mail", "reconcile", "--json"); err != nil {
 		return err
 	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.ReconcileLoadAverage = strings.TrimSpace(string(b))
+	}
+	rep.BinaryLinking = binaryLinking(self)
 	for i := 0; i < *repeats; i++ {
 		s, err := runChild("mail", "reconcile", "--json")
 		if err != nil {
@@ -195,8 +236,8 @@ Writes a JSON report; see docs/benchmarks.md.`)
 	rep.NotmuchSeconds = median(rep.NotmuchSamples)
 	rep.ReconcileCPUSeconds = median(rep.ReconcileCPUSamples)
 	rep.NotmuchCPUSeconds = median(rep.NotmuchCPUSamples)
-	logf("unchanged tree: reconcile %.3f s, notmuch new %.3f s; CPU %.3f s / %.3f s (medians of %d)",
-		rep.ReconcileSeconds, rep.NotmuchSeconds, rep.ReconcileCPUSeconds, rep.NotmuchCPUSeconds, *repeats)
+	logf("unchanged tree: reconcile %.3f s, notmuch new %.3f s; CPU %.3f s / %.3f s (medians of %d; %s binary; load %s)",
+		rep.ReconcileSeconds, rep.NotmuchSeconds, rep.ReconcileCPUSeconds, rep.NotmuchCPUSeconds, *repeats, rep.BinaryLinking, rep.ReconcileLoadAverage)
 
 	stopServe, err := benchIdleServe(ctx, self, home, childEnv, *idle, rep, logf)
 	if err != nil {

@@ -140,7 +140,7 @@ func runSync(ctx context.Context, env *cliEnv, mode mirror.Mode, args []string, 
 	fs, asJSON, account, workers := syncFlags(env, mode.String(), description)
 	full := new(bool)
 	if mode == mirror.Reconcile {
-		full = fs.Bool("full", false, fmt.Sprintf("list every Maildir folder, even those whose directory time shows no change\n(otherwise every %dth reconcile does)", mirror.DefaultFullEvery))
+		full = fs.Bool("full", false, fmt.Sprintf("list every Maildir folder, even those whose directory time shows no change\n(otherwise a reconcile does once the last full one is %s old)", mirror.DefaultFullAfter))
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -3,6 +3,7 @@ package mail
 import (
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
@@ -61,52 +62,56 @@ func (r Role) Specificity() int {
 // \Drafts…) and the names Gmail, Outlook/Exchange, Apple Mail, Thunderbird,
 // Dovecot and Fastmail give the special folders in English, Italian, German,
 // French and Spanish. A name that is a plain word in some language ("todos")
-// is listed only where a client really uses it for that folder.
-var roleNames = foldKeys(map[string]Role{
-	// Inbox.
-	"inbox": RoleInbox, "posta in arrivo": RoleInbox, "posteingang": RoleInbox, "boîte de réception": RoleInbox, "bandeja de entrada": RoleInbox,
+// is listed only where a client really uses it for that folder. The table is
+// folded on first use (folding loads Unicode normalisation tables, which most
+// processes of the binary never need).
+var roleNames = sync.OnceValue(func() map[string]Role {
+	return foldKeys(map[string]Role{
+		// Inbox.
+		"inbox": RoleInbox, "posta in arrivo": RoleInbox, "posteingang": RoleInbox, "boîte de réception": RoleInbox, "bandeja de entrada": RoleInbox,
 
-	// Sent: en, it, de, fr, es.
-	`\sent`: RoleSent, "sent": RoleSent, "sent messages": RoleSent, "sent mail": RoleSent, "sent items": RoleSent, "sent-mail": RoleSent,
-	"posta inviata": RoleSent, "inviata": RoleSent, "inviati": RoleSent, "messaggi inviati": RoleSent, "elementi inviati": RoleSent,
-	"gesendet": RoleSent, "gesendete objekte": RoleSent, "gesendete elemente": RoleSent, "gesendete nachrichten": RoleSent,
-	"envoyés": RoleSent, "éléments envoyés": RoleSent, "messages envoyés": RoleSent, "courrier envoyé": RoleSent, "envoyé": RoleSent,
-	"enviados": RoleSent, "elementos enviados": RoleSent, "correo enviado": RoleSent, "mensajes enviados": RoleSent, "enviado": RoleSent,
+		// Sent: en, it, de, fr, es.
+		`\sent`: RoleSent, "sent": RoleSent, "sent messages": RoleSent, "sent mail": RoleSent, "sent items": RoleSent, "sent-mail": RoleSent,
+		"posta inviata": RoleSent, "inviata": RoleSent, "inviati": RoleSent, "messaggi inviati": RoleSent, "elementi inviati": RoleSent,
+		"gesendet": RoleSent, "gesendete objekte": RoleSent, "gesendete elemente": RoleSent, "gesendete nachrichten": RoleSent,
+		"envoyés": RoleSent, "éléments envoyés": RoleSent, "messages envoyés": RoleSent, "courrier envoyé": RoleSent, "envoyé": RoleSent,
+		"enviados": RoleSent, "elementos enviados": RoleSent, "correo enviado": RoleSent, "mensajes enviados": RoleSent, "enviado": RoleSent,
 
-	// Drafts.
-	`\drafts`: RoleDrafts, "drafts": RoleDrafts, "draft": RoleDrafts,
-	"bozze": RoleDrafts, "bozza": RoleDrafts,
-	"entwürfe": RoleDrafts, "entwurf": RoleDrafts,
-	"brouillons": RoleDrafts, "brouillon": RoleDrafts,
-	"borradores": RoleDrafts, "borrador": RoleDrafts,
+		// Drafts.
+		`\drafts`: RoleDrafts, "drafts": RoleDrafts, "draft": RoleDrafts,
+		"bozze": RoleDrafts, "bozza": RoleDrafts,
+		"entwürfe": RoleDrafts, "entwurf": RoleDrafts,
+		"brouillons": RoleDrafts, "brouillon": RoleDrafts,
+		"borradores": RoleDrafts, "borrador": RoleDrafts,
 
-	// Trash.
-	`\trash`: RoleTrash, "trash": RoleTrash, "deleted messages": RoleTrash, "deleted items": RoleTrash, "deleted": RoleTrash, "bin": RoleTrash, "deleted mail": RoleTrash,
-	"cestino": RoleTrash, "posta eliminata": RoleTrash, "elementi eliminati": RoleTrash, "messaggi eliminati": RoleTrash,
-	"papierkorb": RoleTrash, "gelöschte objekte": RoleTrash, "gelöschte elemente": RoleTrash, "gelöschte nachrichten": RoleTrash,
-	"corbeille": RoleTrash, "éléments supprimés": RoleTrash, "messages supprimés": RoleTrash,
-	"papelera": RoleTrash, "elementos eliminados": RoleTrash, "mensajes eliminados": RoleTrash, "eliminados": RoleTrash,
+		// Trash.
+		`\trash`: RoleTrash, "trash": RoleTrash, "deleted messages": RoleTrash, "deleted items": RoleTrash, "deleted": RoleTrash, "bin": RoleTrash, "deleted mail": RoleTrash,
+		"cestino": RoleTrash, "posta eliminata": RoleTrash, "elementi eliminati": RoleTrash, "messaggi eliminati": RoleTrash,
+		"papierkorb": RoleTrash, "gelöschte objekte": RoleTrash, "gelöschte elemente": RoleTrash, "gelöschte nachrichten": RoleTrash,
+		"corbeille": RoleTrash, "éléments supprimés": RoleTrash, "messages supprimés": RoleTrash,
+		"papelera": RoleTrash, "elementos eliminados": RoleTrash, "mensajes eliminados": RoleTrash, "eliminados": RoleTrash,
 
-	// Junk.
-	`\junk`: RoleJunk, "junk": RoleJunk, "spam": RoleJunk, "junk e-mail": RoleJunk, "junk email": RoleJunk, "junk mail": RoleJunk, "bulk mail": RoleJunk,
-	"posta indesiderata": RoleJunk, "indesiderata": RoleJunk, "indesiderati": RoleJunk, "posta indesiderata e spam": RoleJunk,
-	"spamverdacht": RoleJunk, "junk-e-mail": RoleJunk, "unerwünscht": RoleJunk,
-	"courrier indésirable": RoleJunk, "indésirables": RoleJunk, "pourriel": RoleJunk, "pourriels": RoleJunk,
-	"correo no deseado": RoleJunk, "no deseado": RoleJunk, "correo basura": RoleJunk,
+		// Junk.
+		`\junk`: RoleJunk, "junk": RoleJunk, "spam": RoleJunk, "junk e-mail": RoleJunk, "junk email": RoleJunk, "junk mail": RoleJunk, "bulk mail": RoleJunk,
+		"posta indesiderata": RoleJunk, "indesiderata": RoleJunk, "indesiderati": RoleJunk, "posta indesiderata e spam": RoleJunk,
+		"spamverdacht": RoleJunk, "junk-e-mail": RoleJunk, "unerwünscht": RoleJunk,
+		"courrier indésirable": RoleJunk, "indésirables": RoleJunk, "pourriel": RoleJunk, "pourriels": RoleJunk,
+		"correo no deseado": RoleJunk, "no deseado": RoleJunk, "correo basura": RoleJunk,
 
-	// Archive.
-	`\archive`: RoleArchive, "archive": RoleArchive, "archives": RoleArchive, "archived": RoleArchive,
-	"archivio": RoleArchive, "archiviati": RoleArchive,
-	"archiv": RoleArchive, "archiviert": RoleArchive,
-	"archivé": RoleArchive, "archivés": RoleArchive,
-	"archivo": RoleArchive, "archivados": RoleArchive, "archivado": RoleArchive,
+		// Archive.
+		`\archive`: RoleArchive, "archive": RoleArchive, "archives": RoleArchive, "archived": RoleArchive,
+		"archivio": RoleArchive, "archiviati": RoleArchive,
+		"archiv": RoleArchive, "archiviert": RoleArchive,
+		"archivé": RoleArchive, "archivés": RoleArchive,
+		"archivo": RoleArchive, "archivados": RoleArchive, "archivado": RoleArchive,
 
-	// All Mail (Gmail's label of every message, localised by Gmail).
-	`\all`: RoleAll, "all mail": RoleAll, "all messages": RoleAll,
-	"tutti i messaggi":  RoleAll,
-	"alle nachrichten":  RoleAll,
-	"tous les messages": RoleAll,
-	"todos":             RoleAll,
+		// All Mail (Gmail's label of every message, localised by Gmail).
+		`\all`: RoleAll, "all mail": RoleAll, "all messages": RoleAll,
+		"tutti i messaggi":  RoleAll,
+		"alle nachrichten":  RoleAll,
+		"tous les messages": RoleAll,
+		"todos":             RoleAll,
+	})
 })
 
 // foldKeys returns m with every key folded as FoldName folds a name.
@@ -152,11 +157,11 @@ func (a *Account) ConfiguredRole(name string) (Role, bool) {
 // ClassifyName returns the role a mailbox name implies, without configuration.
 func ClassifyName(name string) Role {
 	key := FoldName(name)
-	if r, ok := roleNames[key]; ok {
+	if r, ok := roleNames()[key]; ok {
 		return r
 	}
 	if i := strings.LastIndexAny(key, "/."); i >= 0 {
-		if r, ok := roleNames[strings.TrimSpace(key[i+1:])]; ok {
+		if r, ok := roleNames()[strings.TrimSpace(key[i+1:])]; ok {
 			return r
 		}
 	}
@@ -165,8 +170,9 @@ func ClassifyName(name string) Role {
 
 // KnownRoleNames lists every recognised folder name, for documentation and tests.
 func KnownRoleNames() []string {
-	out := make([]string, 0, len(roleNames))
-	for k := range roleNames {
+	names := roleNames()
+	out := make([]string, 0, len(names))
+	for k := range names {
 		out = append(out, k)
 	}
 	sort.Strings(out)

@@ -11,9 +11,16 @@ import (
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 )
 
-// DefaultFullEvery is how many incremental reconciles run between two full
-// ones (which list every folder whatever its modification time says).
-const DefaultFullEvery = 24
+// DefaultFullAfter is how old the last full reconcile (one that lists every
+// folder whatever its modification time says) may be before the next
+// reconcile is full again: about every 24th run at the scheduler's 10-minute
+// interval. It is a time, not a count of runs, so that a reconcile that finds
+// nothing changed need not write anything.
+const DefaultFullAfter = 4 * time.Hour
+
+// lastFullKey is the meta key of the start time (Unix nanoseconds) of the
+// last full reconcile that completed.
+const lastFullKey = "last_full_reconcile"
 
 // mtimeGranularity is the coarsest directory timestamp a trusted folder may
 // have: a folder changed within this much of a scan's start could change
@@ -117,7 +124,9 @@ func (s *Store) loadKnownUnder(ctx context.Context, a *accountState, dir string,
 // completed. A directory neither listed nor skipped (gone, or unreadable) is
 // forgotten unless unreadable, where it stays untrusted so that its paths
 // are still looked at once it can be read or is gone.
-func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *dirScan, rootsOK map[string]bool, unreadable []string, sinceFull int) error {
+// A full reconcile passes its start as fullAt (zero otherwise), recorded for
+// fullPassRecent.
+func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *dirScan, rootsOK map[string]bool, unreadable []string, fullAt time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -151,8 +160,10 @@ func (s *Store) saveDirStates(ctx context.Context, accounts []*accountState, d *
 			}
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO meta(key, value) VALUES('reconciles_since_full', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", strconv.Itoa(sinceFull)); err != nil {
-		return fmt.Errorf("record reconcile count: %w", err)
+	if !fullAt.IsZero() {
+		if err := s.setMeta(ctx, tx, lastFullKey, strconv.FormatInt(fullAt.UnixNano(), 10)); err != nil {
+			return fmt.Errorf("record full reconcile time: %w", err)
+		}
 	}
 	return s.commit(ctx, tx)
 }
@@ -178,9 +189,19 @@ func (s *Store) distrustDirs(ctx context.Context, dirs map[string]string) error 
 	return s.commit(ctx, tx)
 }
 
-// reconcilesSinceFull is how many incremental reconciles ran since the last full one.
-func (s *Store) reconcilesSinceFull(ctx context.Context) int {
-	v, _ := s.meta(ctx, s.db, "reconciles_since_full")
-	n, _ := strconv.Atoi(v)
-	return n
+// fullPassRecent reports whether a full reconcile completed within maxAge
+// before now. None on record (a store written before the time was kept
+// included), an unreadable record or one in the future (the clock was set
+// back) all call for a full pass.
+func (s *Store) fullPassRecent(ctx context.Context, now time.Time, maxAge time.Duration) bool {
+	v, err := s.meta(ctx, s.db, lastFullKey)
+	if err != nil || v == "" {
+		return false
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return false
+	}
+	age := now.Sub(time.Unix(0, ns))
+	return age >= 0 && age < maxAge
 }

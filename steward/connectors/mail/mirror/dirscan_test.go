@@ -140,24 +140,42 @@ func TestReconcileSameSecondChange(t *testing.T) {
 	}
 }
 
-// Every FullEvery-th reconcile lists every folder; so does a backfill's
-// successor, and a folder a file event touched.
+// A reconcile lists every folder when the last full one is older than
+// FullAfter, or there is none on record (as after a backfill); so does a
+// folder a file event touched. An unchanged incremental reconcile writes
+// nothing at all.
 func TestReconcileFullPasses(t *testing.T) {
 	acct, md := maildirAccount(t, "m", false)
 	s := openStore(t, acct)
+	clock := time.Now()
+	s.now = func() time.Time { return clock }
 	addN(t, md, "INBOX", "in", 2, "S")
 	ageDirs(t, acct.Root, time.Now().Add(-time.Hour))
 	runSync(t, s, Backfill)
-	if st := reconcile(t, s, SyncOptions{FullEvery: 2}); st.SkippedFolders != 0 || st.Scanned != 2 {
-		t.Errorf("reconcile after a backfill: %+v, want every folder listed", st)
+	if st := reconcile(t, s, SyncOptions{}); !st.Full || st.SkippedFolders != 0 || st.Scanned != 2 {
+		t.Errorf("reconcile after a backfill: %+v, want a full one listing every folder", st)
 	}
 	var full []bool
-	for range 4 {
-		full = append(full, reconcile(t, s, SyncOptions{FullEvery: 2}).Full)
+	for _, step := range []time.Duration{time.Minute, DefaultFullAfter - 2*time.Minute, 2 * time.Minute, time.Minute, -time.Hour} {
+		clock = clock.Add(step)
+		full = append(full, reconcile(t, s, SyncOptions{}).Full)
 	}
-	// Two incremental runs (the first one after the backfill included), then a full one.
-	if fmt.Sprint(full) != "[false true false false]" {
-		t.Errorf("full passes %v, want a full one after every two incremental ones", full)
+	// 1 min and 3 h 59 min after the full one: incremental; 4 h 1 min
+	// after it: full; 1 min later incremental again; a clock set back an
+	// hour (before the record): full.
+	if fmt.Sprint(full) != "[false false true false true]" {
+		t.Errorf("full passes %v, want [false false true false true]", full)
+	}
+	changes := func() (n int64) {
+		t.Helper()
+		if err := s.db.QueryRow("SELECT total_changes()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := changes()
+	if st := reconcile(t, s, SyncOptions{}); st.Full || st.SkippedFolders == 0 || changes() != before {
+		t.Errorf("unchanged incremental reconcile: %+v, %d row changes; want folders skipped and nothing written", st, changes()-before)
 	}
 
 	// A file event ingests a message into a folder nobody reconciled yet;
@@ -169,7 +187,7 @@ func TestReconcileFullPasses(t *testing.T) {
 	if err := os.RemoveAll(md.Dir("Fresh")); err != nil {
 		t.Fatal(err)
 	}
-	if st := reconcile(t, s, SyncOptions{FullEvery: -1}); st.Removed != 1 || !getMsg(t, s, "fr0@x").deleted {
+	if st := reconcile(t, s, SyncOptions{FullAfter: -1}); st.Removed != 1 || !getMsg(t, s, "fr0@x").deleted {
 		t.Errorf("message of a removed folder kept: %+v", st)
 	}
 	checkConsistent(t, s)

@@ -57,10 +57,11 @@ type SyncOptions struct {
 	// Parse overrides the message parser limits.
 	Parse message.Options
 	// Full makes a reconcile list every Maildir folder, even those whose
-	// directory time says they are unchanged. Without it, every FullEvery-th
-	// reconcile (default DefaultFullEvery; negative: never) is full anyway.
+	// directory time says they are unchanged. Without it, a reconcile is full
+	// anyway once the last full one is older than FullAfter (default
+	// DefaultFullAfter; negative: never), or when there is none on record.
 	Full      bool
-	FullEvery int
+	FullAfter time.Duration
 }
 
 // Progress reports a running Sync.
@@ -154,10 +155,11 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 	if err != nil {
 		return stats, err
 	}
-	if opts.FullEvery == 0 {
-		opts.FullEvery = DefaultFullEvery
+	if opts.FullAfter == 0 {
+		opts.FullAfter = DefaultFullAfter
 	}
-	incremental := opts.Mode == Reconcile && !opts.Full && (opts.FullEvery < 0 || s.reconcilesSinceFull(ctx) < opts.FullEvery)
+	now := s.now()
+	incremental := opts.Mode == Reconcile && !opts.Full && (opts.FullAfter < 0 || s.fullPassRecent(ctx, now, opts.FullAfter))
 	ds := &dirScan{prev: map[string]map[string]dirState{}, skipped: map[string]bool{}, listed: map[string]map[string]dirState{}}
 
 	// Enumerate the stores.
@@ -287,13 +289,18 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 			}
 		}
 		// Only now, with every change committed, may a folder be trusted:
-		// a reconcile killed before this point lists it again.
-		since := 0
-		if incremental {
-			since = s.reconcilesSinceFull(ctx) + 1
-		}
-		if err := s.saveDirStates(ctx, accounts, ds, rootsOK, unreadable, since); err != nil {
-			return stats, err
+		// a reconcile killed before this point lists it again. An
+		// incremental reconcile that found every folder as recorded has
+		// nothing to record, and writes nothing: no transaction, no WAL
+		// to create, sync and check-point at close.
+		if !incremental || changed {
+			var fullAt time.Time
+			if !incremental {
+				fullAt = now
+			}
+			if err := s.saveDirStates(ctx, accounts, ds, rootsOK, unreadable, fullAt); err != nil {
+				return stats, err
+			}
 		}
 	} else {
 		// A backfill adds paths without looking for removals: the folders

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -449,12 +450,14 @@ func scanIDs(rows *sql.Rows) ([]int64, error) {
 }
 
 // stopwords are dropped from the lexical query: they match nearly every
-// message and would only slow ranking down.
-var stopwords = wordSet(`a an and are as at be by for from has have i in is it my of on or that the this to was were with
+// message and would only slow ranking down. The set is built on first use.
+var stopwords = sync.OnceValue(func() map[string]bool {
+	return wordSet(`a an and are as at be by for from has have i in is it my of on or that the this to was were with
 	about me you your our we
 	il lo la le gli i un una di da del della dei delle e ed in con su per tra fra che non mi ti ci si
 	der die das und ist ein eine mit von zu den dem des
 	le la les un une des et du de en pour avec`)
+})
 
 func wordSet(words string) map[string]bool {
 	out := map[string]bool{}
@@ -469,7 +472,7 @@ func wordSet(words string) map[string]bool {
 func lexicalQuery(text string) string {
 	var terms []string
 	for _, t := range hybrid.Terms(text) {
-		if !stopwords[t] {
+		if !stopwords()[t] {
 			terms = append(terms, t)
 		}
 	}
@@ -696,7 +699,7 @@ func MailURL(messageID, path string) string {
 func queryTerms(text string) []string {
 	var out []string
 	for _, t := range hybrid.Terms(text) {
-		if !stopwords[t] && len(t) > 1 {
+		if !stopwords()[t] && len(t) > 1 {
 			out = append(out, t)
 		}
 	}

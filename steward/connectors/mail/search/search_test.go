@@ -61,7 +61,7 @@ func (c *conceptEmbedder) Embed(ctx context.Context, texts []string) ([][]float3
 	for i, t := range texts {
 		v := make([]float32, c.dim)
 		for _, w := range hybrid.Terms(t) {
-			if stopwords[w] {
+			if stopwords()[w] {
 				continue
 			}
 			for j, x := range c.vector(w) {

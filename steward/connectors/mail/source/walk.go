@@ -176,7 +176,9 @@ func walkMaildirTree(ctx context.Context, acct *mail.Account, opts WalkOptions, 
 		return fmt.Errorf("account %s: list folders of %s: %w", acct.Name, acct.Root, err)
 	}
 	for _, f := range folders {
-		role := acct.ClassifyMailbox(f.Name)
+		// Classified only for a folder that is listed: an unchanged
+		// reconcile lists none, and folding names loads Unicode tables.
+		role, classified := mail.RoleNone, false
 		for _, sub := range []string{"new", "cur"} {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -192,6 +194,9 @@ func walkMaildirTree(ctx context.Context, acct *mail.Account, opts WalkOptions, 
 					onError(dir, err)
 				}
 				continue
+			}
+			if !classified && len(entries) > 0 {
+				role, classified = acct.ClassifyMailbox(f.Name), true
 			}
 			for _, de := range entries {
 				if strings.HasPrefix(de.Name(), ".") || de.IsDir() {

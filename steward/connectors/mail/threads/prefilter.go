@@ -3,6 +3,7 @@ package threads
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Verdict is the prefilter's decision on a thread. Reason says why it is
@@ -16,20 +17,29 @@ type Verdict struct {
 // noiseRoles are the mailboxes whose mail is never a candidate.
 var noiseRoles = map[string]bool{"junk": true, "trash": true, "drafts": true}
 
-// noReplyLocal matches the local parts of addresses nobody reads.
-var noReplyLocal = regexp.MustCompile(`^(no[-_.]?reply|do[-_.]?not[-_.]?reply|donotreply|no[-_.]?risposta|non[-_.]?rispondere|mailer[-_.]?daemon|postmaster|bounces?|notifications?|notify|alerts?|newsletters?|news|marketing|promo(tions)?|info[-_.]?noreply)([-+_.].*)?$`)
+// noReplyLocal matches the local parts of addresses nobody reads. It and
+// noiseSubjects compile on first use: every process of the binary links this
+// package, and most (a reconcile, a connector) never run the prefilter.
+var noReplyLocal = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(no[-_.]?reply|do[-_.]?not[-_.]?reply|donotreply|no[-_.]?risposta|non[-_.]?rispondere|mailer[-_.]?daemon|postmaster|bounces?|notifications?|notify|alerts?|newsletters?|news|marketing|promo(tions)?|info[-_.]?noreply)([-+_.].*)?$`)
+})
+
+// noiseSubject is a kind of subject of machine mail or low-value requests.
+type noiseSubject struct {
+	re     *regexp.Regexp
+	reason string
+}
 
 // noiseSubjects are subjects of machine mail and low-value requests, in
 // English and Italian (the languages Steward's texts support).
-var noiseSubjects = []struct {
-	re     *regexp.Regexp
-	reason string
-}{
-	{regexp.MustCompile(`(?i)\b(delivery status notification|undeliverable|undelivered mail|mail delivery (failed|failure|subsystem)|returned mail|delivery failure|mancato recapito|messaggio non recapitato)\b`), "delivery failure"},
-	{regexp.MustCompile(`(?i)\b(out of (the )?office|automatic reply|auto[- ]?reply|autoreply|risposta automatica|fuori ufficio|assente dall'ufficio)\b`), "automatic reply"},
-	{regexp.MustCompile(`(?i)\b(survey|questionnaire|how did we do|rate (your|us|our)|tell us (what you think|about your)|your (feedback|opinion)|leave a review|sondaggio|questionario|la tua opinione|valuta (il|la|la tua|il tuo))\b`), "survey"},
-	{regexp.MustCompile(`(?i)\b(newsletter|weekly digest|daily digest|unsubscribe)\b`), "newsletter"},
-}
+var noiseSubjects = sync.OnceValue(func() []noiseSubject {
+	return []noiseSubject{
+		{regexp.MustCompile(`(?i)\b(delivery status notification|undeliverable|undelivered mail|mail delivery (failed|failure|subsystem)|returned mail|delivery failure|mancato recapito|messaggio non recapitato)\b`), "delivery failure"},
+		{regexp.MustCompile(`(?i)\b(out of (the )?office|automatic reply|auto[- ]?reply|autoreply|risposta automatica|fuori ufficio|assente dall'ufficio)\b`), "automatic reply"},
+		{regexp.MustCompile(`(?i)\b(survey|questionnaire|how did we do|rate (your|us|our)|tell us (what you think|about your)|your (feedback|opinion)|leave a review|sondaggio|questionario|la tua opinione|valuta (il|la|la tua|il tuo))\b`), "survey"},
+		{regexp.MustCompile(`(?i)\b(newsletter|weekly digest|daily digest|unsubscribe)\b`), "newsletter"},
+	}
+})
 
 // IsNoReply reports whether addr is an address nobody reads replies to
 // (no-reply, mailer-daemon, bounces, notification senders).
@@ -39,7 +49,7 @@ func IsNoReply(addr string) bool {
 	if !ok || local == "" {
 		return false
 	}
-	return noReplyLocal.MatchString(local)
+	return noReplyLocal().MatchString(local)
 }
 
 // bulkReason says why m is list, bulk or machine-generated mail, or "".
@@ -151,7 +161,7 @@ func allNoiseSubjects(external []*Message) string {
 	kind := ""
 	for _, m := range external {
 		kind = ""
-		for _, s := range noiseSubjects {
+		for _, s := range noiseSubjects() {
 			if s.re.MatchString(m.Subject) {
 				kind = s.reason
 				break
