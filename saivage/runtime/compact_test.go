@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/state"
 )
@@ -17,6 +19,18 @@ func smallWindow(cfg string) string {
 	cfg = strings.Replace(cfg, "maxOutputTokens: 8192", "maxOutputTokens: 1000", 1)
 	return strings.Replace(cfg, "tail_fraction: 0.3", "tail_fraction: 0.05", 1)
 }
+
+// smallSummarizer is smallWindow with compaction.summarizer_candidate
+// gateway/tier-3, whose window is 3,000 tokens: summary requests are
+// admitted against floor(3000 × 0.9) − 2000 = 700 tokens, less than one
+// 4,000-byte source row.
+func smallSummarizer(cfg string) string {
+	cfg = strings.Replace(smallWindow(cfg), "    capabilities:\n      contextWindowTokens: 10000",
+		"    modelCapabilities:\n      tier-3: {contextWindowTokens: 3000, maxOutputTokens: 1000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 10000", 1)
+	return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
+}
+
+const smallSummarizerUsable = 700
 
 // summaryRequests returns the user text of each summary call, in order.
 func summaryRequests(e *env) []string {
@@ -38,11 +52,11 @@ func summaryRequests(e *env) []string {
 
 // TestPreventiveCompactionRefinesSequentially: past the trigger, the rows
 // before the preferred endpoint are folded by one sequential refine
-// accumulator — the second call carries the first call's summary and only
-// source the first did not see — and the compacted segment replaces them.
-// Every request stays within the usable input.
+// accumulator over the summarizer's small window — each call carries the
+// previous call's summary and only source no call saw — and the compacted
+// segment replaces them. Every request stays within its usable input.
 func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
-	e := newEnv(t, envOptions{configEdit: smallWindow})
+	e := newEnv(t, envOptions{configEdit: smallSummarizer})
 	notes := func(tag string) string { return strings.Repeat(tag+" ", 1300) }
 	e.script.Add("planner@project",
 		call("write", map[string]any{"path": "n1.txt", "content": notes("A1")}),
@@ -54,19 +68,37 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
 		emit("done", "ok", map[string]any{"verdict": "complete"}),
 	)
-	e.script.Add("summary", text("FOLD-ONE: wrote n1 and n2."), text("FOLD-TWO: wrote n1, n2 and n3."))
+	var folds []llmtest.Reply
+	for i := range agent.MaxSummaryCalls {
+		folds = append(folds, text(fmt.Sprintf("FOLD-%d: wrote notes.", i)))
+	}
+	e.script.Add("summary", folds...)
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
 	reqs := summaryRequests(e)
-	if len(reqs) != 2 {
-		t.Fatalf("summary calls = %d, want 2", len(reqs))
+	if len(reqs) < 2 {
+		t.Fatalf("summary calls = %d, want the source folded over several", len(reqs))
 	}
 	if strings.Contains(reqs[0], "SUMMARY SO FAR") || !strings.Contains(reqs[0], "A1 A1") {
 		t.Errorf("first fold does not carry the oldest source: %.200q", reqs[0])
 	}
-	if !strings.HasPrefix(reqs[1], "SUMMARY SO FAR:\nFOLD-ONE: wrote n1 and n2.") || strings.Contains(reqs[1], "A1 A1") || !strings.Contains(reqs[1], "C3 C3") {
-		t.Errorf("second fold is not the accumulator plus new source only: %.300q", reqs[1])
+	sources := []string{reqs[0]}
+	for i, r := range reqs[1:] {
+		wrapper := fmt.Sprintf("SUMMARY SO FAR:\nFOLD-%d: wrote notes.\n\nNEW TRANSCRIPT (extend the summary with it):\n", i)
+		if !strings.HasPrefix(r, wrapper) {
+			t.Errorf("fold %d is not the accumulator plus new source: %.300q", i+1, r)
+		}
+		sources = append(sources, strings.TrimPrefix(r, wrapper))
+	}
+	// The ranges are disjoint and contiguous: joined, they carry each
+	// folded write once, whole.
+	joined := strings.Join(sources, "")
+	for _, tag := range []string{"A1", "B2", "C3"} {
+		row := `TOOL CALL write {"content":"` + notes(tag)
+		if n := strings.Count(joined, row); n != 1 {
+			t.Errorf("the %s write travelled %d times", tag, n)
+		}
 	}
 	rows := e.rows("project", "planner")
 	var c struct {
@@ -74,7 +106,8 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 		SummaryCalls int    `json:"summary_calls"`
 		Omitted      bool   `json:"omitted"`
 	}
-	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || c.Text != "FOLD-TWO: wrote n1, n2 and n3." || c.SummaryCalls != 2 || c.Omitted {
+	want := fmt.Sprintf("FOLD-%d: wrote notes.", len(reqs)-1)
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || c.Text != want || c.SummaryCalls != len(reqs) || c.Omitted {
 		t.Fatalf("compacted segment starts with %+v", rows[0])
 	}
 	ev := e.events("session_compacted")
@@ -83,13 +116,16 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 	}
 	after := false
 	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "summary" && (len(r.Raw)+3)/4 > smallSummarizerUsable {
+			t.Errorf("a summary request of about %d tokens exceeds the summarizer's usable input", (len(r.Raw)+3)/4)
+		}
 		if runtimeKey(r) != "planner@project" {
 			continue
 		}
 		if est := (len(r.Raw) + 3) / 4; est > 8000 {
 			t.Errorf("a planner request of about %d tokens exceeds the usable input of 8000", est)
 		}
-		if strings.Contains(string(r.Raw), "FOLD-TWO") {
+		if strings.Contains(string(r.Raw), want) {
 			after = true
 			if strings.Contains(string(r.Raw), "A1 A1") || !strings.Contains(string(r.Raw), "D4 D4") {
 				t.Errorf("compacted request keeps folded source or lost the tail")
@@ -98,6 +134,89 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 	}
 	if !after {
 		t.Error("no planner request carried the summary")
+	}
+}
+
+// TestSummaryRequestsAdmittedExactly: a summary source larger than the
+// summarizer candidate's window — multibyte notes — is folded over
+// sequential disjoint ranges: every summary request the provider receives
+// fits floor(U×C) − 2000 measured on the bytes received, the ranges cut
+// only between code points (a split code point would reach the provider as
+// U+FFFD), each source row travels once, at most 16 calls.
+func TestSummaryRequestsAdmittedExactly(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: smallSummarizer})
+	notes := func(tag string) string { return strings.Repeat(tag+" Grüße 世界 😀 ", 300) }
+	var steps []llmtest.Reply
+	for i := range 5 {
+		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
+	}
+	e.script.Add("planner@project", append(steps, finishRun()...)...)
+	var folds []llmtest.Reply
+	for i := range 2 * agent.MaxSummaryCalls {
+		folds = append(folds, text(fmt.Sprintf("FOLD-%d.", i)))
+	}
+	e.script.Add("summary", folds...)
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	var ranges []string
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) != "summary" {
+			continue
+		}
+		if tok := (len(r.Raw) + 3) / 4; tok > smallSummarizerUsable {
+			t.Errorf("summary request %d received with %d tokens, more than %d", len(ranges), tok, smallSummarizerUsable)
+		}
+		if strings.Contains(string(r.Raw), `\ufffd`) || strings.ContainsRune(string(r.Raw), utf8.RuneError) {
+			t.Errorf("summary request %d carries a code point cut in two", len(ranges))
+		}
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		src := body.Messages[len(body.Messages)-1].Content
+		if _, after, ok := strings.Cut(src, "(extend the summary with it):\n"); ok {
+			src = after
+		}
+		ranges = append(ranges, src)
+	}
+	cs := compactions(e)
+	if len(cs) == 0 || len(ranges) < 3 {
+		t.Fatalf("%d compactions, %d summary calls", len(cs), len(ranges))
+	}
+	calls := 0
+	for _, c := range cs {
+		if n := int(c["summary_calls"].(float64)); n > agent.MaxSummaryCalls {
+			t.Errorf("a compaction made %d summary calls", n)
+		} else {
+			calls += n
+		}
+	}
+	if calls != len(ranges) {
+		t.Errorf("compactions count %d summary calls, the provider received %d", calls, len(ranges))
+	}
+	// The first compaction's ranges are its source split once: each
+	// folded note's call row (its rendering bounded to 4,000 bytes) is
+	// larger than a request may be, so it is cut between code points and
+	// its pieces, joined, are the row once.
+	first := strings.Join(ranges[:int(cs[0]["summary_calls"].(float64))], "")
+	for i := range 2 {
+		row := fmt.Sprintf(`TOOL CALL write {"content":"N%d `, i)
+		if n := strings.Count(first, row); n != 1 {
+			t.Errorf("note %d's call travelled %d times in the first compaction", i, n)
+			continue
+		}
+		rest := first[strings.Index(first, row):]
+		if end := strings.Index(rest, " …[truncated]"); end < 0 || strings.Count(rest[:end], fmt.Sprintf("N%d Grüße 世界 😀", i)) < 150 {
+			t.Errorf("note %d's call row did not travel whole", i)
+		}
+		for _, r := range ranges {
+			if strings.Contains(r, row) && strings.Contains(r, row+strings.Repeat(fmt.Sprintf("N%d Grüße 世界 😀 ", i), 150)) {
+				t.Errorf("note %d's call row travelled in one request: no code-point refinement", i)
+			}
+		}
 	}
 }
 
@@ -327,7 +446,7 @@ func TestLocalExactCompactionBeforeIO(t *testing.T) {
 		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
 	}
 	e.script.Add("planner@project", append(steps, finishRun()...)...)
-	e.script.Add("summary", text("NEAR: wrote the first notes."), text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."))
+	e.script.Add("summary", text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."), text("AGAIN: more notes."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
@@ -344,10 +463,9 @@ func TestLocalExactCompactionBeforeIO(t *testing.T) {
 	if c["mode"] != "local_exact" || c["accounting_bytes_after"].(float64) >= c["accounting_bytes_before"].(float64) {
 		t.Fatalf("first compaction = %+v", c)
 	}
-	// Both endpoints were folded (one sequential accumulator: two calls)
-	// and the furthest, with fewer accounting bytes, was published.
-	if c["summary_calls"].(float64) != 2 {
-		t.Errorf("summary calls = %v, want both endpoints weighed", c["summary_calls"])
+	// The source fits the summarizer (the route's window): one call.
+	if c["summary_calls"].(float64) != 1 {
+		t.Errorf("summary calls = %v, want the source in one call", c["summary_calls"])
 	}
 	// The furthest legal cut keeps only the newest step (assistant, call,
 	// result) after the summary and the node's marker and prompt.
