@@ -56,7 +56,7 @@ type Models struct {
 	// one of them takes no image input.
 	summarizerWindow   int
 	summarizerNoImages bool
-	compaction config.Compaction
+	compaction         config.Compaction
 }
 
 // ModelsOptions configures BindModels.
