@@ -51,12 +51,13 @@ type Models struct {
 	router     *gateway.Router
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
+	compaction config.Compaction
+
 	// summarizerWindow is the smallest positive context window of the
 	// summarizer's accounts (0: unknown); summarizerNoImages is set when
 	// one of them takes no image input.
 	summarizerWindow   int
 	summarizerNoImages bool
-	compaction         config.Compaction
 }
 
 // ModelsOptions configures BindModels.
