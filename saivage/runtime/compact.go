@@ -330,6 +330,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		return agent.EstimateTokens(msgs, tools)
 	}
 	before := measure(rows)
+	// The genesis keeps the latest record descriptors, never bodies.
+	var observations []recordObservation
+	if lead > 0 {
+		observations = decodeContent(rows[0]).Observations
+	}
+	observations = latestObservations(observations, desc.records)
 	acc := ""
 	if lead > 0 {
 		acc = decodeContent(rows[0]).Text
@@ -374,9 +380,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 				"Concrete details of that work may be lost; check the current state of files and records before relying on memory.)", end, unavailableReason(unavailable))
 		}
 		kept := protectedRows(rows[:end])
-		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary",
-			Content: rawJSON(map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
-				"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()})}
+		genesis := map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
+			"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()}
+		if len(observations) > 0 {
+			genesis["latest_record_observations"] = observations
+		}
+		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary", Content: rawJSON(genesis)}
 		cand.rows = append(append([]conversations.Row{summary}, kept...), rows[end:]...)
 		cand.size = measure(cand.rows)
 		if cand.size >= before {

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -373,7 +374,7 @@ func TestContextProjectionOrder(t *testing.T) {
 	const (
 		sys      = "system: "
 		boundary = "system: The conversation history follows."
-		state    = "system: Current state (refreshed for each model call)"
+		state    = "system: Latest state snapshot (observed for this model call; record descriptors only"
 		prompt   = "user: This card is starting for the first time."
 		read     = "tool:      1\tline of notes"
 		fact     = "user: [Runtime fact] The provider refused an earlier request of this conversation under its content policy (refusal 1;"
@@ -586,6 +587,142 @@ func TestOversizedNewestRoundSplitsBetweenPairs(t *testing.T) {
 	for _, r := range e.srv.Requests() {
 		if runtimeKey(r) == "planner@project" && (len(r.Raw)+3)/4 > 8000 {
 			t.Errorf("a planner request of about %d tokens exceeds the usable input", (len(r.Raw)+3)/4)
+		}
+	}
+}
+
+// finalBlock returns the final system block of each planner request.
+func finalBlocks(e *env) []string {
+	var out []string
+	for _, req := range plannerRequests(e) {
+		last := req[len(req)-1]
+		if !strings.HasPrefix(last, "system: ") {
+			e.t.Fatalf("a planner request does not end with a system block: %.100q", last)
+		}
+		out = append(out, last)
+	}
+	return out
+}
+
+// TestStateBlockCarriesDescriptorsOnly: the final system block describes
+// the node's records — locator, kind, version, size, the node's use — and
+// never carries their content, which the agent reads with its tools; a
+// compaction's genesis keeps those descriptors (latest_record_observations)
+// and the request after it shows them with the summary, without bodies.
+func TestStateBlockCarriesDescriptorsOnly(t *testing.T) {
+	const marker, objective = "BODY-MARKER-7F3A", "Build a hello tool. OBJECTIVE-MARKER-91"
+	e := newEnv(t, envOptions{objective: objective})
+	plan := strings.Repeat("step "+marker+" ", 40)
+	e.script.Add("planner@project", append([]llmtest.Reply{
+		call("write", map[string]any{"path": "record:plan", "content": plan}),
+		call("read", map[string]any{"path": "record:plan"}),
+	}, append([]llmtest.Reply{{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"}}, finishRun()...)...)...)
+	e.script.Add("summary", text("SUMMARY: wrote the plan."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	blocks := finalBlocks(e)
+	if len(blocks) < 4 {
+		t.Fatalf("planner requests = %d", len(blocks))
+	}
+	draft := fmt.Sprintf("- record:plan (mode continue, gate updated) — open draft (revision 2, on accepted version 0), %d bytes\n", len(plan))
+	accepted := fmt.Sprintf("- record:objective (mode read, gate exists) — accepted version 1, %d bytes\n", len(objective))
+	for i, b := range blocks {
+		if strings.Contains(b, marker) || strings.Contains(b, "OBJECTIVE-MARKER") || strings.Contains(b, "hello tool") {
+			t.Errorf("final block %d carries record content: %.300q", i, b)
+		}
+		if strings.Contains(b, "Node: plan.") && !strings.Contains(b, accepted) {
+			t.Errorf("final block %d does not describe the objective %q:\n%s", i, accepted, b)
+		}
+	}
+	if !strings.Contains(blocks[0], "- record:plan (mode continue, gate updated) — open draft (revision 1, on accepted version 0), 0 bytes\n") {
+		t.Errorf("the first block does not describe the unchanged draft:\n%s", blocks[0])
+	}
+	if !strings.Contains(blocks[1], draft) {
+		t.Errorf("the block after the write does not describe the written draft %q:\n%s", draft, blocks[1])
+	}
+	// The read tool returns the body: the agent reads through its tools.
+	if reqs := plannerRequests(e); !strings.Contains(strings.Join(reqs[2], "\n"), "tool: ") || !strings.Contains(strings.Join(reqs[2], "\n"), marker) {
+		t.Errorf("the read result does not carry the record body")
+	}
+	// The genesis keeps the descriptor, not the body.
+	rows := e.rows("project", "planner")
+	var g struct {
+		Observations []map[string]any `json:"latest_record_observations"`
+	}
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &g) != nil || strings.Contains(string(rows[0].Content), marker) {
+		t.Fatalf("genesis = %s", rows[0].Content)
+	}
+	var planObs map[string]any
+	for _, o := range g.Observations {
+		if o["record"] == "plan" {
+			planObs = o
+		}
+	}
+	if planObs == nil || planObs["locator"] != "record:plan" || planObs["kind"] != "draft" || planObs["bytes"] != float64(len(plan)) ||
+		planObs["card"] != "project" || planObs["version"] != float64(0) || planObs["revision"] != float64(2) || len(g.Observations) != 2 {
+		t.Fatalf("genesis observations = %+v", g.Observations)
+	}
+	for _, o := range g.Observations {
+		for k := range o {
+			if !strings.Contains(" locator card record kind version revision bytes mode gate ", " "+k+" ") {
+				t.Errorf("genesis observation field %q is not a descriptor", k)
+			}
+		}
+	}
+	var after []string
+	for _, req := range plannerRequests(e) {
+		if strings.Contains(strings.Join(req, "\n"), "SUMMARY: wrote the plan.") {
+			after = req
+			break
+		}
+	}
+	if after == nil || !strings.HasPrefix(after[2], "user: Summary of the earlier conversation") ||
+		!strings.Contains(after[2], "Records as last observed before this compaction") || !strings.Contains(after[2], strings.TrimSuffix(draft, "\n")) || strings.Contains(after[2], marker) || strings.Contains(after[2], "OBJECTIVE-MARKER") {
+		t.Errorf("the summary message after the compaction = %.600q", after)
+	}
+}
+
+// TestStateBlockDescribesDescendantRecords: the project's assess node
+// reviews its descendants' summary and review records through descriptors
+// — exact-version locators with sizes — never their content.
+func TestStateBlockDescribesDescendantRecords(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.script.Add("analyst",
+		call("create_card", map[string]any{"parent_id": "project", "title": "Hello files", "records": map[string]string{"brief": "Write hello.txt and world.txt."}}),
+		call("start_project", map[string]any{}),
+		text("Started."),
+	)
+	scriptFlow(e.script)
+	ctx := context.Background()
+	if _, _, err := e.rt.Analyst().Submit(ctx, "Create a goal for the hello files and start."); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.Analyst().Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sum := e.waitRunEnded(); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	var assess []string
+	for _, b := range finalBlocks(e) {
+		if strings.Contains(b, "Node: assess.") {
+			assess = append(assess, b)
+		}
+	}
+	if len(assess) == 0 {
+		t.Fatal("no assess request")
+	}
+	for _, want := range []struct{ card, name string }{{"project.a.a", "summary"}, {"project.a.a", "review"}, {"project.a.b", "summary"}, {"project.a.b", "review"}} {
+		content, v := e.record(want.card, want.name)
+		line := fmt.Sprintf("- record:%s/%s@%d — accepted version %d, %d bytes\n", want.card, want.name, v, v, len(content))
+		for _, b := range assess {
+			if !strings.Contains(b, line) {
+				t.Errorf("assess block does not describe %s/%s as %q:\n%s", want.card, want.name, line, b)
+			}
+			if strings.Contains(b, content) {
+				t.Errorf("assess block carries the content of %s/%s", want.card, want.name)
+			}
 		}
 	}
 }
