@@ -475,8 +475,10 @@ func (r *Refine) Advance(ctx context.Context, acc string, parts []SourcePart) (s
 // otherwise geometric probes over whole components (1, 2, 4, … of them)
 // and bisection between the last fit and the first miss, then, when the
 // next component is text, bisection over its code-point boundaries. An
-// image is never cut. It returns the admitted request and the source left
-// for later calls.
+// image is never cut. A prefix whose raw bytes alone exceed the usable
+// bytes cannot fit (serialisation only adds to them), so it is never
+// serialised. It returns the admitted request and the source left for
+// later calls.
 func (r *Refine) admit(acc string, parts []SourcePart, correction bool) (*llm.ChatRequest, []SourcePart, error) {
 	usable := cmp.Or(r.Usable, DefaultSummaryUsable)
 	// prefix is the first k components and cut bytes of component k.
@@ -491,10 +493,21 @@ func (r *Refine) admit(acc string, parts []SourcePart, correction bool) (*llm.Ch
 		return Account(r.Request(acc, prefix(k, cut), correction)).Tokens() <= usable
 	}
 	n := len(parts)
-	if fits(n, 0) {
+	// raw[i] is the raw size of prefix(i, 0), a lower bound of its body.
+	raw, room := make([]int, n+1), 4*usable
+	for i, p := range parts {
+		raw[i+1] = raw[i] + len(p.Text)
+		if p.Image != nil {
+			raw[i+1] += len(p.Image.Data)
+		}
+	}
+	if raw[n] <= room && fits(n, 0) {
 		return r.Request(acc, parts, correction), nil, nil
 	}
 	lo, hi := 0, n // prefix(lo) fits (or is empty), prefix(hi) does not
+	for hi > 1 && raw[hi-1] > room {
+		hi--
+	}
 	for p := 1; p < hi; p *= 2 {
 		if !fits(p, 0) {
 			hi = p
@@ -512,7 +525,9 @@ func (r *Refine) admit(acc string, parts []SourcePart, correction bool) (*llm.Ch
 	k, cut := lo, 0
 	if next := parts[k]; next.Image == nil {
 		text := next.Text
-		clo, chi := 0, len(text) // the whole text is prefix(k+1): it does not fit
+		// The whole text is prefix(k+1): it does not fit, nor does any cut
+		// beyond the room left.
+		clo, chi := 0, min(len(text), max(room-raw[k]+1, 1))
 		for {
 			mid := clo + (chi-clo)/2
 			for mid > clo && !utf8.RuneStart(text[mid]) {

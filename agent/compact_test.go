@@ -519,3 +519,26 @@ func TestSummaryCompactorAdmitsEachRequestExactly(t *testing.T) {
 		t.Errorf("image sent %d times (want once, whole); %d ranges end inside a row (want some)", carried, cuts)
 	}
 }
+
+// BenchmarkRefineAdmission folds an 800 KB source (200 rows of 4,000 bytes,
+// multibyte) with the default usable input: what exact admission costs —
+// serialising every probe of the actual request — beside the calls.
+func BenchmarkRefineAdmission(b *testing.B) {
+	var src []agent.SourcePart
+	for i := range 200 {
+		src = append(src, agent.SourcePart{Text: agent.Truncate(fmt.Sprintf("TOOL RESULT %d: %s", i, strings.Repeat("Grüße, 世界 ", 400)), 4000)})
+	}
+	probes, calls := 0, 0
+	for b.Loop() {
+		r := &agent.Refine{Request: func(acc string, s []agent.SourcePart, c bool) *llm.ChatRequest {
+			probes++
+			return refineRequest(acc, s, c)
+		}, Send: func(context.Context, *llm.ChatRequest) (string, error) { return strings.Repeat("summary ", 1000), nil }}
+		if _, err := r.Advance(context.Background(), "", src); err != nil {
+			b.Fatal(err)
+		}
+		calls += r.Calls()
+	}
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+	b.ReportMetric(float64(probes)/float64(calls), "serialisations/call")
+}
