@@ -706,7 +706,7 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 		}
 		if !mapsEqual(now, ne.snapshot) {
 			ne.snapshot = now
-			return fail("stale_context", "descendant records changed since you last looked; review the refreshed state block and emit again.")
+			return fail("stale_context", "descendant records changed since you last looked; the state block lists their new versions — read the changed ones and emit again.")
 		}
 	}
 	// Pending notifications: the recipient reads them before finishing; a
