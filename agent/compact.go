@@ -281,7 +281,7 @@ func (c *SummaryCompactor) summarize(ctx context.Context, step CompactStep, cove
 	// A transcript larger than the summarizer can take is folded in
 	// sequential ranges (refine), each request admitted exactly.
 	r := &Refine{
-		Usable: Budget{ContextWindow: c.Budget.ContextWindow, MaxOutput: maxTokens, Utilization: c.Budget.Utilization}.UsableInput(),
+		Usable: SummaryUsable(c.Budget.ContextWindow, c.Budget.Utilization, maxTokens),
 		Request: func(acc string, source []SourcePart, correction bool) *llm.ChatRequest {
 			// Streamed as Model.ChatStream sends it, so the bytes
 			// admitted are the bytes sent.
@@ -386,6 +386,17 @@ const SummaryOutputTokens = 2000
 // DefaultSummaryUsable is the usable input Refine admits summary requests
 // against when the summarizer's context window is unknown (64 KiB of body).
 const DefaultSummaryUsable = 16 << 10
+
+// SummaryUsable is a summarizer's usable input, floor(window ×
+// utilisation) − output: 0 when the window is unknown (Refine then uses
+// DefaultSummaryUsable), at least 1 when it is known (a window with no
+// room admits nothing).
+func SummaryUsable(window int, utilization float64, output int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(Budget{ContextWindow: window, MaxOutput: output, Utilization: utilization}.UsableInput(), 1)
+}
 
 // Errors of Refine.Advance.
 var (

@@ -43,6 +43,25 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+func TestSummaryUsable(t *testing.T) {
+	for _, tc := range []struct {
+		window int
+		u      float64
+		want   int
+	}{
+		{0, 0.9, 0},        // unknown: Refine's default applies
+		{10000, 0.9, 7000}, // floor(10000 × 0.9) − 2000
+		{10000, 0, 7000},   // the default utilisation
+		{2000, 0.9, 1},     // known, no room: nothing is admitted
+		{3001, 0.5, 1},     // floor(1500.5) − 2000 < 0
+		{100000, 0.5, 48000},
+	} {
+		if got := agent.SummaryUsable(tc.window, tc.u, agent.SummaryOutputTokens); got != tc.want {
+			t.Errorf("SummaryUsable(%d, %v) = %d, want %d", tc.window, tc.u, got, tc.want)
+		}
+	}
+}
+
 // history builds n rounds of a conversation, each with a tool call and its result.
 func history(n int) []llm.Message {
 	msgs := []llm.Message{{Role: "system", Content: "be brief"}}

@@ -330,16 +330,15 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		return agent.EstimateTokens(msgs, tools)
 	}
 	before := measure(rows)
-	// The genesis keeps the latest record descriptors, never bodies.
+	// The accumulator starts from the inherited summary; the genesis keeps
+	// the latest record descriptors, never bodies.
+	acc := ""
 	var observations []recordObservation
 	if lead > 0 {
-		observations = decodeContent(rows[0]).Observations
+		g := decodeContent(rows[0])
+		acc, observations = g.Text, g.Observations
 	}
 	observations = latestObservations(observations, desc.records)
-	acc := ""
-	if lead > 0 {
-		acc = decodeContent(rows[0]).Text
-	}
 	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Send: iv.foldSend}
 	pos, unavailable := lead, ""
 	var best *candidate
@@ -482,10 +481,10 @@ func summarySource(stateDir string, rows []conversations.Row, images bool) []age
 			continue
 		}
 		history = append(history, text(s))
+		if !images {
+			continue
+		}
 		for _, d := range c.Images {
-			if !images {
-				break
-			}
 			if img, err := readImage(stateDir, d); err == nil {
 				history = append(history, agent.SourcePart{Image: &img})
 			}
@@ -507,11 +506,7 @@ func (iv *invoker) summaryUsable() int {
 	if iv.rt.models.summarizer != "" {
 		window = iv.rt.models.summarizerWindow
 	}
-	usable := agent.Budget{ContextWindow: window, MaxOutput: summaryMaxTokens, Utilization: iv.rt.models.compaction.ContextUtilizationFraction}.UsableInput()
-	if window > 0 && usable <= 0 {
-		return 1 // a known window with no room: nothing is admitted
-	}
-	return usable
+	return agent.SummaryUsable(window, iv.rt.models.compaction.ContextUtilizationFraction, summaryMaxTokens)
 }
 
 // summaryRequest is one refine step's request to the summarizer

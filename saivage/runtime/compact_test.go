@@ -297,6 +297,35 @@ func TestSummaryPolicyRefusalDeclaresOmission(t *testing.T) {
 	}
 }
 
+// TestInadmissibleSummaryDeclaresOmission: a summarizer whose window
+// leaves no room for even the summary prompt receives no request: the
+// summary is unavailable, a declared omission stands and the node goes on.
+func TestInadmissibleSummaryDeclaresOmission(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: func(cfg string) string {
+		cfg = strings.Replace(cfg, "    capabilities:\n      contextWindowTokens: 128000",
+			"    modelCapabilities:\n      tier-3: {contextWindowTokens: 2300, maxOutputTokens: 1000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 128000", 1)
+		return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
+	}})
+	rejectionScript(e, finishRun()...)
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := e.script.Count("summary"); n != 0 {
+		t.Errorf("summary requests = %d, want none", n)
+	}
+	if ev := e.events("compaction_summary_inadmissible"); len(ev) != 1 {
+		t.Errorf("inadmissible events = %d", len(ev))
+	}
+	rows := e.rows("project", "planner")
+	var c struct {
+		Text    string `json:"text"`
+		Omitted bool   `json:"omitted"`
+	}
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || !c.Omitted || !strings.Contains(c.Text, "no summary request fits") {
+		t.Fatalf("compacted segment starts with %+v", rows[0])
+	}
+}
+
 // TestSummaryFailureBlocksCompaction: a summarizer failure that is neither
 // a refusal nor the call budget leaves no candidate: nothing is published
 // and the node blocks as compaction-summary-blocked.
