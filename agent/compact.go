@@ -437,6 +437,13 @@ type Refine struct {
 	// on the first call); correction is set on the retry of a reply
 	// without usable text. The request admitted is the request sent.
 	Request func(acc string, source []SourcePart, correction bool) *llm.ChatRequest
+	// Fits, when set, admits a request in place of the Usable check: a
+	// caller that sends request plans per candidate admits each probe
+	// with the same rule as the send. It must be monotone: a request with
+	// more source never fits when one with less does not. Usable then
+	// bounds it from above (0: no bound): a prefix whose raw bytes exceed
+	// 4 × Usable is not probed.
+	Fits func(req *llm.ChatRequest) bool
 	// Send makes one summary call and returns the reply's text; "" when it
 	// had no usable text (Refine corrects that once).
 	Send func(ctx context.Context, req *llm.ChatRequest) (string, error)
@@ -501,11 +508,18 @@ func (r *Refine) admit(acc string, parts []SourcePart, correction bool) (*llm.Ch
 		return src
 	}
 	fits := func(k, cut int) bool {
-		return Account(r.Request(acc, prefix(k, cut), correction)).Tokens() <= usable
+		req := r.Request(acc, prefix(k, cut), correction)
+		if r.Fits != nil {
+			return r.Fits(req)
+		}
+		return Account(req).Tokens() <= usable
 	}
 	n := len(parts)
 	// raw[i] is the raw size of prefix(i, 0), a lower bound of its body.
 	raw, room := make([]int, n+1), 4*usable
+	if r.Fits != nil && r.Usable <= 0 {
+		room = math.MaxInt / 2
+	}
 	for i, p := range parts {
 		raw[i+1] = raw[i] + len(p.Text)
 		if p.Image != nil {

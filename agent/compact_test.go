@@ -561,3 +561,36 @@ func BenchmarkRefineAdmission(b *testing.B) {
 	b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
 	b.ReportMetric(float64(probes)/float64(calls), "serialisations/call")
 }
+
+// TestRefineFitsHook: a caller's own admission rule (per-candidate request
+// plans) decides every probe, and the range chosen is the largest it
+// admits.
+func TestRefineFitsHook(t *testing.T) {
+	var src []agent.SourcePart
+	for i := range 10 {
+		src = append(src, agent.SourcePart{Text: fmt.Sprintf("row%02d %s", i, strings.Repeat("y", 200))})
+	}
+	const limit = 1000 // body bytes the caller's rule admits
+	probes := 0
+	var sizes []int
+	r := &agent.Refine{Request: refineRequest,
+		Fits: func(req *llm.ChatRequest) bool {
+			probes++
+			return len(agent.Account(req).Body) <= limit
+		},
+		Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			sizes = append(sizes, len(agent.Account(req).Body))
+			return "A", nil
+		}}
+	if _, err := r.Advance(context.Background(), "", src); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		if n > limit || (i < len(sizes)-1 && n < limit-1) {
+			t.Errorf("call %d sent %d bytes: not the largest range within %d", i, n, limit)
+		}
+	}
+	if probes == 0 || len(sizes) < 3 {
+		t.Errorf("%d probes, %d calls", probes, len(sizes))
+	}
+}
