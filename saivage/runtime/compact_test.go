@@ -27,7 +27,7 @@ func smallWindow(cfg string) string {
 // 4,000-byte source row.
 func smallSummarizer(cfg string) string {
 	cfg = strings.Replace(smallWindow(cfg), "    capabilities:\n      contextWindowTokens: 10000",
-		"    modelCapabilities:\n      tier-3: {contextWindowTokens: 3000, maxOutputTokens: 1000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 10000", 1)
+		"    modelCapabilities:\n      tier-3: {contextWindowTokens: 3000, maxOutputTokens: 2000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 10000", 1)
 	return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
 }
 
@@ -303,7 +303,7 @@ func TestSummaryPolicyRefusalDeclaresOmission(t *testing.T) {
 func TestInadmissibleSummaryDeclaresOmission(t *testing.T) {
 	e := newEnv(t, envOptions{configEdit: func(cfg string) string {
 		cfg = strings.Replace(cfg, "    capabilities:\n      contextWindowTokens: 128000",
-			"    modelCapabilities:\n      tier-3: {contextWindowTokens: 2300, maxOutputTokens: 1000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 128000", 1)
+			"    modelCapabilities:\n      tier-3: {contextWindowTokens: 2300, maxOutputTokens: 2000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 128000", 1)
 		return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
 	}})
 	rejectionScript(e, finishRun()...)
