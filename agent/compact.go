@@ -467,6 +467,11 @@ func (r *Refine) Advance(ctx context.Context, acc string, parts []SourcePart) (s
 			if r.calls >= maxCalls {
 				return "", ErrSummaryBudget
 			}
+			// Cancellation is checked between steps, never inside the
+			// synchronous admission of one.
+			if ctx.Err() != nil {
+				return "", context.Cause(ctx)
+			}
 			req, rest, err := r.admit(acc, parts, correction)
 			if err != nil {
 				return "", err
