@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentstack/agentstack/llm"
 )
@@ -190,7 +191,8 @@ type SummaryCompactor struct {
 	// SummaryModel is the public model name of the summary step (default
 	// the run's).
 	SummaryModel string
-	// SummaryMaxTokens bounds the summary (default 2000).
+	// SummaryMaxTokens bounds the summary (default SummaryOutputTokens);
+	// it is reserved in the summary requests' admission.
 	SummaryMaxTokens int
 	// Prompt instructs the summary step (default DefaultSummaryPrompt).
 	Prompt string
@@ -270,25 +272,30 @@ func (c *SummaryCompactor) summarize(ctx context.Context, step CompactStep, cove
 	}
 	maxTokens := c.SummaryMaxTokens
 	if maxTokens <= 0 {
-		maxTokens = 2000
+		maxTokens = SummaryOutputTokens
 	}
 	prompt := c.Prompt
 	if prompt == "" {
 		prompt = DefaultSummaryPrompt
 	}
 	// A transcript larger than the summarizer can take is folded in
-	// sequential chunks (refine), not cut.
-	r := &Refine{ChunkBytes: max(c.Budget.UsableInput()*4*3/4, 16<<10), Call: func(ctx context.Context, acc, source string, correction bool) (string, error) {
-		req := &llm.ChatRequest{Model: model, MaxTokens: maxTokens, Messages: []llm.Message{
-			{Role: "system", Content: prompt},
-			{Role: "user", Content: RefineInput(acc, source, correction)},
-		}}
-		resp, err := step.Model.ChatStream(ctx, req, func(llm.StreamChunk) error { return nil })
-		if err != nil || resp == nil || len(resp.Choices) == 0 {
-			return "", err
-		}
-		return resp.Choices[0].Message.Content, nil
-	}}
+	// sequential ranges (refine), each request admitted exactly.
+	r := &Refine{
+		Usable: SummaryUsable(c.Budget.ContextWindow, c.Budget.Utilization, maxTokens),
+		Request: func(acc string, source []SourcePart, correction bool) *llm.ChatRequest {
+			// Streamed as Model.ChatStream sends it, so the bytes
+			// admitted are the bytes sent.
+			return &llm.ChatRequest{Model: model, MaxTokens: maxTokens, Stream: true, StreamOptions: &llm.StreamOptions{IncludeUsage: true},
+				Messages: []llm.Message{{Role: "system", Content: prompt}, RefineMessage(acc, source, correction)}}
+		},
+		Send: func(ctx context.Context, req *llm.ChatRequest) (string, error) {
+			resp, err := step.Model.ChatStream(ctx, req, func(llm.StreamChunk) error { return nil })
+			if err != nil || resp == nil || len(resp.Choices) == 0 {
+				return "", err
+			}
+			return resp.Choices[0].Message.Content, nil
+		},
+	}
 	text, err := r.Advance(ctx, "", transcriptParts(covered))
 	if err != nil {
 		return "", fmt.Errorf("summarise %d earlier messages: %w", len(covered), err)
@@ -296,24 +303,37 @@ func (c *SummaryCompactor) summarize(ctx context.Context, step CompactStep, cove
 	return text, nil
 }
 
-// RefineInput is the user text of one refine step: the summary so far (when
-// there is one) and the new source, with the correction request when the
-// previous reply had no usable text.
-func RefineInput(acc, source string, correction bool) string {
+// RefineMessage is the user message of one refine step: the summary so far
+// (when there is one), then the new source — its texts joined by blank
+// lines, each image marked in place and attached to the message — and the
+// correction request when the previous reply had no usable text.
+func RefineMessage(acc string, source []SourcePart, correction bool) llm.Message {
 	var b strings.Builder
+	var images []llm.Image
 	if acc != "" {
 		b.WriteString("SUMMARY SO FAR:\n" + acc + "\n\nNEW TRANSCRIPT (extend the summary with it):\n")
 	}
-	b.WriteString(source)
+	for i, p := range source {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		if p.Image != nil {
+			images = append(images, *p.Image)
+			fmt.Fprintf(&b, "[image %d of this message]", len(images))
+			continue
+		}
+		b.WriteString(p.Text)
+	}
 	if correction {
 		b.WriteString("\n\nYour previous reply had no usable summary text. Reply with the complete summary as plain text only, within the output limit.")
 	}
-	return b.String()
+	return llm.Message{Role: "user", Content: b.String(), Images: images}
 }
 
-// transcriptParts renders each message as one plain-text part.
-func transcriptParts(msgs []llm.Message) []string {
-	var parts []string
+// transcriptParts renders each message as one plain-text part, followed by
+// its images.
+func transcriptParts(msgs []llm.Message) []SourcePart {
+	var parts []SourcePart
 	for _, m := range msgs {
 		var s string
 		switch {
@@ -327,7 +347,10 @@ func transcriptParts(msgs []llm.Message) []string {
 				s += fmt.Sprintf("\nTOOL CALL %s %s %s", tc.ID, tc.Function.Name, tc.Function.Arguments)
 			}
 		}
-		parts = append(parts, TruncateMarked(s, maxSummaryRowChars))
+		parts = append(parts, SourcePart{Text: TruncateMarked(s, maxSummaryRowChars)})
+		for i := range m.Images {
+			parts = append(parts, SourcePart{Image: &m.Images[i]})
+		}
 	}
 	return parts
 }
@@ -356,23 +379,74 @@ func Truncate(s string, n int) string {
 // every refine step and the one correction share it.
 const MaxSummaryCalls = 16
 
-// ErrSummaryBudget is returned by Refine when the call budget ran out
-// before the whole source was folded: a partial fold covers nothing.
-var ErrSummaryBudget = errors.New("the summary call budget is exhausted")
+// SummaryOutputTokens is the output a summary request asks for; it enters
+// the summary's admission as the reserved output.
+const SummaryOutputTokens = 2000
+
+// DefaultSummaryUsable is the usable input Refine admits summary requests
+// against when the summarizer's context window is unknown (64 KiB of body).
+const DefaultSummaryUsable = 16 << 10
+
+// SummaryUsable is a summarizer's usable input, floor(window ×
+// utilisation) − output: 0 when the window is unknown (Refine then uses
+// DefaultSummaryUsable), at least 1 when it is known (a window with no
+// room admits nothing).
+func SummaryUsable(window int, utilization float64, output int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(Budget{ContextWindow: window, MaxOutput: output, Utilization: utilization}.UsableInput(), 1)
+}
+
+// Errors of Refine.Advance.
+var (
+	// ErrSummaryBudget: the call budget ran out before the whole source
+	// was folded. A partial fold covers nothing.
+	ErrSummaryBudget = errors.New("the summary call budget is exhausted")
+	// ErrSummaryInadmissible: not even the smallest next range (one code
+	// point of text, or the next image whole) makes a summary request
+	// within the summarizer's usable input.
+	ErrSummaryInadmissible = errors.New("no summary request fits the summarizer's usable input")
+)
+
+// SourcePart is one component of a summary source, oldest first: a text
+// (one rendered row, which a fold may cut between two code points) or an
+// image (atomic: it travels whole in one request or waits for the next).
+type SourcePart struct {
+	Text  string
+	Image *llm.Image
+}
 
 // Refine is one sequential refine accumulator: it folds disjoint source
 // ranges into one running summary, each call seeing the summary so far and
-// only source it has not seen. One Refine belongs to one compaction; its
-// calls (refine steps and at most one correction of an empty reply) share
-// MaxCalls.
+// only source it has not seen. Every request is admitted exactly: the
+// actual request (Request: wrappers, escaping, the prepared blocks and the
+// accumulator) is serialised and its accounting — ceil(body bytes/4) plus
+// image raster reservations (Account) — must be within Usable, which
+// already reserves the summary's output tokens. One Refine belongs to one
+// compaction; its calls (refine steps and at most one correction of a reply
+// without text) share MaxCalls.
 type Refine struct {
 	// MaxCalls bounds the logical summary calls (default MaxSummaryCalls).
 	MaxCalls int
-	// ChunkBytes bounds the new source one call transports (default 64 KiB).
-	ChunkBytes int
-	// Call asks the summarizer to fold source into acc (empty on the first
-	// call); correction is set on the retry of an empty reply.
-	Call func(ctx context.Context, acc, source string, correction bool) (string, error)
+	// Usable is the summarizer candidate's usable input in tokens,
+	// floor(window × utilisation) − the summary's output tokens
+	// (DefaultSummaryUsable when 0: the window is unknown).
+	Usable int
+	// Request builds the summary request that folds source into acc (empty
+	// on the first call); correction is set on the retry of a reply
+	// without usable text. The request admitted is the request sent.
+	Request func(acc string, source []SourcePart, correction bool) *llm.ChatRequest
+	// Fits, when set, admits a request in place of the Usable check: a
+	// caller that sends request plans per candidate admits each probe
+	// with the same rule as the send. It must be monotone: a request with
+	// more source never fits when one with less does not. Usable then
+	// bounds it from above (0: no bound): a prefix whose raw bytes exceed
+	// 4 × Usable is not probed.
+	Fits func(req *llm.ChatRequest) bool
+	// Send makes one summary call and returns the reply's text; "" when it
+	// had no usable text (Refine corrects that once).
+	Send func(ctx context.Context, req *llm.ChatRequest) (string, error)
 
 	calls     int
 	corrected bool
@@ -381,30 +455,34 @@ type Refine struct {
 // Calls is how many summary calls were made so far.
 func (r *Refine) Calls() int { return r.calls }
 
-// Advance folds parts (rendered rows, oldest first, never split) into acc
-// and returns the new accumulator. Parts are grouped into chunks of at most
-// ChunkBytes (a larger part travels alone). Nothing is committed on error:
-// the caller keeps its previous accumulator.
-func (r *Refine) Advance(ctx context.Context, acc string, parts []string) (string, error) {
+// Advance folds parts into acc and returns the new accumulator. Each call
+// transports the largest prefix of the unsent source whose request is
+// admitted (see admit); a text cut there continues in the next call.
+// Nothing is committed on error: the caller keeps its previous
+// accumulator.
+func (r *Refine) Advance(ctx context.Context, acc string, parts []SourcePart) (string, error) {
 	maxCalls := cmp.Or(r.MaxCalls, MaxSummaryCalls)
-	chunk := cmp.Or(r.ChunkBytes, 64<<10)
 	for len(parts) > 0 {
-		n, size := 0, 0
-		for n < len(parts) && (n == 0 || size+len(parts[n])+2 <= chunk) {
-			size += len(parts[n]) + 2
-			n++
-		}
-		next := ""
 		for correction := false; ; correction = true {
 			if r.calls >= maxCalls {
 				return "", ErrSummaryBudget
 			}
-			r.calls++
-			out, err := r.Call(ctx, acc, strings.Join(parts[:n], "\n\n"), correction)
+			// Cancellation is checked between steps, never inside the
+			// synchronous admission of one.
+			if ctx.Err() != nil {
+				return "", context.Cause(ctx)
+			}
+			req, rest, err := r.admit(acc, parts, correction)
 			if err != nil {
 				return "", err
 			}
-			if next = strings.TrimSpace(out); next != "" {
+			r.calls++
+			out, err := r.Send(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			if next := strings.TrimSpace(out); next != "" {
+				acc, parts = next, rest
 				break
 			}
 			if r.corrected {
@@ -412,7 +490,103 @@ func (r *Refine) Advance(ctx context.Context, acc string, parts []string) (strin
 			}
 			r.corrected = true
 		}
-		acc, parts = next, parts[n:]
 	}
 	return acc, nil
+}
+
+// admit chooses the next range: the whole source when its request fits;
+// otherwise geometric probes over whole components (1, 2, 4, … of them)
+// and bisection between the last fit and the first miss, then, when the
+// next component is text, bisection over its code-point boundaries. An
+// image is never cut. A prefix whose raw bytes alone exceed the usable
+// bytes cannot fit (serialisation only adds to them), so it is never
+// serialised. It returns the admitted request and the source left for
+// later calls.
+func (r *Refine) admit(acc string, parts []SourcePart, correction bool) (*llm.ChatRequest, []SourcePart, error) {
+	usable := cmp.Or(r.Usable, DefaultSummaryUsable)
+	// prefix is the first k components and cut bytes of component k.
+	prefix := func(k, cut int) []SourcePart {
+		src := parts[:k:k]
+		if cut > 0 {
+			src = append(src, SourcePart{Text: parts[k].Text[:cut]})
+		}
+		return src
+	}
+	fits := func(k, cut int) bool {
+		req := r.Request(acc, prefix(k, cut), correction)
+		if r.Fits != nil {
+			return r.Fits(req)
+		}
+		return Account(req).Tokens() <= usable
+	}
+	n := len(parts)
+	// raw[i] is the raw size of prefix(i, 0), a lower bound of its body.
+	raw, room := make([]int, n+1), 4*usable
+	if r.Fits != nil && r.Usable <= 0 {
+		room = math.MaxInt / 2
+	}
+	for i, p := range parts {
+		raw[i+1] = raw[i] + len(p.Text)
+		if p.Image != nil {
+			raw[i+1] += len(p.Image.Data)
+		}
+	}
+	if raw[n] <= room && fits(n, 0) {
+		return r.Request(acc, parts, correction), nil, nil
+	}
+	lo, hi := 0, n // prefix(lo) fits (or is empty), prefix(hi) does not
+	for hi > 1 && raw[hi-1] > room {
+		hi--
+	}
+	for p := 1; p < hi; p *= 2 {
+		if !fits(p, 0) {
+			hi = p
+			break
+		}
+		lo = p
+	}
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; fits(mid, 0) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	k, cut := lo, 0
+	if next := parts[k]; next.Image == nil {
+		text := next.Text
+		// The whole text is prefix(k+1): it does not fit, nor does any cut
+		// beyond the room left.
+		clo, chi := 0, min(len(text), max(room-raw[k]+1, 1))
+		for {
+			mid := clo + (chi-clo)/2
+			for mid > clo && !utf8.RuneStart(text[mid]) {
+				mid--
+			}
+			if mid == clo {
+				_, size := utf8.DecodeRuneInString(text[clo:])
+				if mid = clo + size; mid >= chi {
+					break
+				}
+			}
+			if fits(k, mid) {
+				clo = mid
+			} else {
+				chi = mid
+			}
+		}
+		cut = clo
+	}
+	if k == 0 && cut == 0 {
+		what := "the next image"
+		if parts[0].Image == nil {
+			what = "the first code point of the next text"
+		}
+		return nil, nil, fmt.Errorf("%w: not even %s fits %d tokens", ErrSummaryInadmissible, what, usable)
+	}
+	rest := parts[k:]
+	if cut > 0 {
+		rest = append([]SourcePart{{Text: parts[k].Text[cut:]}}, parts[k+1:]...)
+	}
+	return r.Request(acc, prefix(k, cut), correction), rest, nil
 }

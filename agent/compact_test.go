@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
@@ -38,6 +39,25 @@ func TestBudget(t *testing.T) {
 		}
 		if tc.b.Over(tc.over-1) || !tc.b.Over(tc.over) {
 			t.Errorf("%+v: trigger is not at %d", tc.b, tc.over)
+		}
+	}
+}
+
+func TestSummaryUsable(t *testing.T) {
+	for _, tc := range []struct {
+		window int
+		u      float64
+		want   int
+	}{
+		{0, 0.9, 0},        // unknown: Refine's default applies
+		{10000, 0.9, 7000}, // floor(10000 × 0.9) − 2000
+		{10000, 0, 7000},   // the default utilisation
+		{2000, 0.9, 1},     // known, no room: nothing is admitted
+		{3001, 0.5, 1},     // floor(1500.5) − 2000 < 0
+		{100000, 0.5, 48000},
+	} {
+		if got := agent.SummaryUsable(tc.window, tc.u, agent.SummaryOutputTokens); got != tc.want {
+			t.Errorf("SummaryUsable(%d, %v) = %d, want %d", tc.window, tc.u, got, tc.want)
 		}
 	}
 }
@@ -148,41 +168,154 @@ func TestCompactorKeepsPairsInsideATurn(t *testing.T) {
 	paired(t, res.Messages)
 }
 
+// refineRequest is a minimal summary request for Refine tests.
+func refineRequest(acc string, src []agent.SourcePart, correction bool) *llm.ChatRequest {
+	return &llm.ChatRequest{Model: "s", MaxTokens: agent.SummaryOutputTokens, Messages: []llm.Message{
+		{Role: "system", Content: "sum"}, agent.RefineMessage(acc, src, correction)}}
+}
+
+// sourceOf returns the new source a refine request carries (its text after
+// the accumulator's wrapper) and its images.
+func sourceOf(req *llm.ChatRequest) (string, []llm.Image) {
+	m := req.Messages[len(req.Messages)-1]
+	text := m.Content
+	if _, after, ok := strings.Cut(text, "(extend the summary with it):\n"); ok {
+		text = after
+	}
+	return text, m.Images
+}
+
 func TestRefine(t *testing.T) {
-	parts := func(n int) []string {
+	textParts := func(texts ...string) []agent.SourcePart {
+		var out []agent.SourcePart
+		for _, s := range texts {
+			out = append(out, agent.SourcePart{Text: s})
+		}
+		return out
+	}
+	rows := func(n int) []agent.SourcePart {
 		var out []string
 		for i := range n {
 			out = append(out, fmt.Sprintf("row%02d %s", i, strings.Repeat("x", 90)))
 		}
-		return out
+		return textParts(out...)
 	}
-	t.Run("sequential disjoint folds", func(t *testing.T) {
-		var sources []string
-		r := &agent.Refine{ChunkBytes: 250, Call: func(_ context.Context, acc, src string, _ bool) (string, error) {
-			sources = append(sources, src)
-			return acc + "+" + strings.Fields(src)[0], nil
+	// usableFor is the usable input that admits exactly acc plus src.
+	usableFor := func(acc string, src []agent.SourcePart) int {
+		return agent.Account(refineRequest(acc, src, false)).Tokens()
+	}
+	t.Run("a source that fits travels in one call", func(t *testing.T) {
+		var reqs []*llm.ChatRequest
+		src := rows(5)
+		r := &agent.Refine{Usable: usableFor("", src), Request: refineRequest, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			reqs = append(reqs, req)
+			return "all", nil
 		}}
-		acc, err := r.Advance(context.Background(), "S", parts(5))
-		if err != nil || acc != "S+row00+row02+row04" || r.Calls() != 3 {
-			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
+		if acc, err := r.Advance(context.Background(), "", src); err != nil || acc != "all" || len(reqs) != 1 {
+			t.Fatalf("acc %q, %d calls, %v", acc, len(reqs), err)
 		}
-		if strings.Count(strings.Join(sources, "\n\n"), "row") != 5 {
-			t.Errorf("a row travelled twice or not at all: %q", sources)
+		if got, _ := sourceOf(reqs[0]); strings.Count(got, "row") != 5 {
+			t.Errorf("source = %q", got)
+		}
+	})
+	t.Run("sequential disjoint folds of the largest fitting prefix", func(t *testing.T) {
+		src := rows(9)
+		// Room for the accumulator and three whole rows, not four.
+		usable := usableFor("S+row00", src[:3])
+		var sources []string
+		r := &agent.Refine{Usable: usable, Request: refineRequest, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			if tok := agent.Account(req).Tokens(); tok > usable {
+				t.Errorf("a request of %d tokens exceeds %d", tok, usable)
+			}
+			got, _ := sourceOf(req)
+			sources = append(sources, got)
+			return "S+" + got[:5], nil
+		}}
+		acc, err := r.Advance(context.Background(), "S", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var whole []string
+		for _, p := range src {
+			whole = append(whole, p.Text)
+		}
+		if strings.Join(sources, "") != strings.Join(whole, "\n\n") {
+			t.Errorf("the ranges are not the source split once, in order:\n%q", sources)
+		}
+		if acc == "S" || r.Calls() != len(sources) || r.Calls() < 3 || r.Calls() > agent.MaxSummaryCalls {
+			t.Errorf("acc %q after %d calls", acc, r.Calls())
+		}
+	})
+	t.Run("code-point refinement inside the next text", func(t *testing.T) {
+		// One row larger than the window: it is cut, never inside a code
+		// point, and the pieces are the row exactly.
+		row := strings.Repeat("é€😀a", 400)
+		usable := usableFor("ACCUMULATED", textParts(row[:700]))
+		var pieces []string
+		r := &agent.Refine{Usable: usable, Request: refineRequest, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			if tok := agent.Account(req).Tokens(); tok > usable {
+				t.Errorf("a request of %d tokens exceeds %d", tok, usable)
+			}
+			got, _ := sourceOf(req)
+			pieces = append(pieces, got)
+			return "ACCUMULATED", nil
+		}}
+		if _, err := r.Advance(context.Background(), "", textParts(row)); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(pieces, "") != row || len(pieces) < 3 {
+			t.Fatalf("%d pieces do not make the row", len(pieces))
+		}
+		for i, p := range pieces {
+			if !utf8.ValidString(p) {
+				t.Errorf("piece %d is cut inside a code point", i)
+			}
+		}
+		// The cut is the largest that fits: one more code point does not.
+		first := pieces[1]
+		rest := row[len(pieces[0])+len(first):]
+		_, size := utf8.DecodeRuneInString(rest)
+		if usableFor("ACCUMULATED", textParts(first+rest[:size])) <= usable {
+			t.Errorf("the second range %d bytes is not the largest fitting prefix", len(first))
+		}
+	})
+	t.Run("images stay atomic", func(t *testing.T) {
+		img := pngOf(t, 256, 256)
+		src := []agent.SourcePart{{Text: strings.Repeat("a", 300)}, {Image: &img}, {Text: "after"}}
+		// The text and the image do not fit together: the text goes
+		// alone, then the image whole with what follows.
+		usable := usableFor("acc", src[1:])
+		var got [][]llm.Image
+		r := &agent.Refine{Usable: usable, Request: refineRequest, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			_, imgs := sourceOf(req)
+			got = append(got, imgs)
+			return "acc", nil
+		}}
+		if _, err := r.Advance(context.Background(), "", src); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || len(got[0]) != 0 || len(got[1]) != 1 || !bytes.Equal(got[1][0].Data, img.Data) {
+			t.Fatalf("images per call = %v", got)
+		}
+		// An image that alone exceeds the window is not admitted.
+		r = &agent.Refine{Usable: usableFor("", src[:1]), Request: refineRequest, Send: func(context.Context, *llm.ChatRequest) (string, error) { return "x", nil }}
+		if _, err := r.Advance(context.Background(), "", src[1:]); !errors.Is(err, agent.ErrSummaryInadmissible) || r.Calls() != 0 {
+			t.Fatalf("oversized image: %v after %d calls", err, r.Calls())
 		}
 	})
 	t.Run("one correction of an empty reply", func(t *testing.T) {
 		var corrections []bool
-		r := &agent.Refine{Call: func(_ context.Context, acc, src string, c bool) (string, error) {
-			corrections = append(corrections, c)
+		r := &agent.Refine{Request: refineRequest, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			corrections = append(corrections, strings.Contains(req.Messages[1].Content, "no usable summary text"))
 			if len(corrections) == 1 || len(corrections) == 3 {
 				return " ", nil
 			}
 			return "ok", nil
 		}}
-		if acc, err := r.Advance(context.Background(), "", parts(1)); err != nil || acc != "ok" {
+		if acc, err := r.Advance(context.Background(), "", rows(1)); err != nil || acc != "ok" {
 			t.Fatalf("first advance = %q, %v", acc, err)
 		}
-		if _, err := r.Advance(context.Background(), "ok", parts(1)); err == nil || !strings.Contains(err.Error(), "after its correction") {
+		if _, err := r.Advance(context.Background(), "ok", rows(1)); err == nil || !strings.Contains(err.Error(), "after its correction") {
 			t.Fatalf("second empty reply = %v", err)
 		}
 		if fmt.Sprint(corrections) != "[false true false]" {
@@ -190,16 +323,20 @@ func TestRefine(t *testing.T) {
 		}
 	})
 	t.Run("16-call budget", func(t *testing.T) {
-		r := &agent.Refine{ChunkBytes: 1, Call: func(_ context.Context, acc, _ string, _ bool) (string, error) { return acc + ".", nil }}
-		acc, err := r.Advance(context.Background(), "", parts(agent.MaxSummaryCalls+1))
+		// One row per call (the first, without an accumulator, has room
+		// for two): two more rows than calls.
+		src := rows(agent.MaxSummaryCalls + 2)
+		r := &agent.Refine{Usable: usableFor("ACC", src[:1]), Request: refineRequest,
+			Send: func(_ context.Context, req *llm.ChatRequest) (string, error) { return "ACC", nil }}
+		acc, err := r.Advance(context.Background(), "", src)
 		if !errors.Is(err, agent.ErrSummaryBudget) || acc != "" || r.Calls() != agent.MaxSummaryCalls {
 			t.Fatalf("acc = %q, calls %d, %v", acc, r.Calls(), err)
 		}
 	})
 	t.Run("call error", func(t *testing.T) {
 		boom := errors.New("boom")
-		r := &agent.Refine{Call: func(context.Context, string, string, bool) (string, error) { return "", boom }}
-		if _, err := r.Advance(context.Background(), "", parts(2)); !errors.Is(err, boom) {
+		r := &agent.Refine{Request: refineRequest, Send: func(context.Context, *llm.ChatRequest) (string, error) { return "", boom }}
+		if _, err := r.Advance(context.Background(), "", rows(2)); !errors.Is(err, boom) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -298,5 +435,162 @@ func TestAccount(t *testing.T) {
 				t.Errorf("accounting bytes = %d, want %d", a.Bytes(), want)
 			}
 		})
+	}
+}
+
+// TestSummaryCompactorAdmitsEachRequestExactly: a transcript larger than
+// the summarizer's window — multibyte text and an image — is folded over
+// sequential disjoint ranges. Every request the provider receives fits the
+// summarizer's usable input measured on the bytes received (ceil(bytes/4)
+// plus the image's raster reservation, 2000 output tokens reserved); the
+// ranges are the transcript exactly, cut only between code points; the
+// image travels whole in one request; at most 16 calls.
+func TestSummaryCompactorAdmitsEachRequestExactly(t *testing.T) {
+	srv, client := setup(t)
+	for i := range agent.MaxSummaryCalls {
+		srv.Enqueue("summarizer", llmtest.Reply{Content: fmt.Sprintf("FOLD %d: notes so far.", i)})
+	}
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "ok"})
+	img := pngOf(t, 320, 320)
+	msgs := []llm.Message{{Role: "system", Content: "be brief"}}
+	for i := range 12 {
+		m := llm.Message{Role: "user", Content: fmt.Sprintf("note%02d %s", i, strings.Repeat("Grüße, 世界 😀 ", 150))}
+		if i == 5 {
+			m.Images = []llm.Image{img}
+		}
+		msgs = append(msgs, m, llm.Message{Role: "assistant", Content: "noted"})
+	}
+	msgs = append(msgs, llm.Message{Role: "user", Content: "and now?"})
+	b := agent.Budget{ContextWindow: 6000, MaxOutput: 500, Utilization: 0.9, Trigger: 0.5}
+	usable := agent.Budget{ContextWindow: 6000, MaxOutput: agent.SummaryOutputTokens, Utilization: 0.9}.UsableInput()
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: b, SummaryModel: "summarizer"}})
+	if err != nil || len(res.Compactions) != 1 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	var ranges []string
+	var images [][]string
+	for _, r := range srv.Requests() {
+		if r.Model != "summarizer" {
+			continue
+		}
+		var body struct {
+			Messages []llm.Message `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		user := body.Messages[len(body.Messages)-1]
+		raster := 0
+		var urls []string
+		for _, im := range user.Images {
+			raster += agent.RasterTokens(im)
+			urls = append(urls, im.DataURL())
+		}
+		if got := (len(r.Raw)+3)/4 + raster; got > usable {
+			t.Errorf("summary request %d received with %d tokens, more than the usable %d", len(ranges), got, usable)
+		}
+		text := user.Content
+		if _, after, ok := strings.Cut(text, "(extend the summary with it):\n"); ok {
+			text = after
+		} else if len(ranges) > 0 {
+			t.Errorf("request %d does not carry the accumulator", len(ranges))
+		}
+		if len(ranges) > 0 && !strings.HasPrefix(user.Content, fmt.Sprintf("SUMMARY SO FAR:\nFOLD %d:", len(ranges)-1)) {
+			t.Errorf("request %d is not folded onto the previous summary: %.60q", len(ranges), user.Content)
+		}
+		ranges, images = append(ranges, text), append(images, urls)
+	}
+	if len(ranges) < 3 || len(ranges) > agent.MaxSummaryCalls {
+		t.Fatalf("%d summary calls", len(ranges))
+	}
+	// The concatenated ranges are the transcript of the covered messages,
+	// each byte once; a cut inside a code point would have reached the
+	// provider as U+FFFD.
+	whole := strings.Join(ranges, "")
+	covered := res.Compactions[0].Covered
+	var want []string
+	for _, m := range msgs[1 : 1+covered] {
+		want = append(want, strings.ToUpper(m.Role)+": "+m.Content)
+		if len(m.Images) > 0 {
+			want = append(want, "[image 1 of this message]")
+		}
+	}
+	if strings.ContainsRune(whole, utf8.RuneError) || whole != strings.Join(want, "\n\n") {
+		t.Fatalf("the ranges are not the transcript split once between code points (%d bytes, want %d)", len(whole), len(strings.Join(want, "\n\n")))
+	}
+	cuts := 0
+	for _, r := range ranges[:len(ranges)-1] {
+		if !strings.HasSuffix(r, "noted") {
+			cuts++ // a range that ends inside a row: a code-point cut
+		}
+	}
+	carried := 0
+	for _, urls := range images {
+		for _, u := range urls {
+			if u != img.DataURL() {
+				t.Error("an image reached the provider altered")
+			}
+			carried++
+		}
+	}
+	if carried != 1 || cuts == 0 {
+		t.Errorf("image sent %d times (want once, whole); %d ranges end inside a row (want some)", carried, cuts)
+	}
+}
+
+// BenchmarkRefineAdmission folds an 800 KB source (200 rows of 4,000 bytes,
+// multibyte) with the default usable input: what exact admission costs —
+// serialising every probe of the actual request — beside the calls.
+func BenchmarkRefineAdmission(b *testing.B) {
+	var src []agent.SourcePart
+	for i := range 200 {
+		src = append(src, agent.SourcePart{Text: agent.Truncate(fmt.Sprintf("TOOL RESULT %d: %s", i, strings.Repeat("Grüße, 世界 ", 400)), 4000)})
+	}
+	probes, calls := 0, 0
+	for b.Loop() {
+		r := &agent.Refine{Request: func(acc string, s []agent.SourcePart, c bool) *llm.ChatRequest {
+			probes++
+			return refineRequest(acc, s, c)
+		}, Send: func(context.Context, *llm.ChatRequest) (string, error) { return strings.Repeat("summary ", 1000), nil }}
+		if _, err := r.Advance(context.Background(), "", src); err != nil {
+			b.Fatal(err)
+		}
+		calls += r.Calls()
+	}
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+	b.ReportMetric(float64(probes)/float64(calls), "serialisations/call")
+}
+
+// TestRefineFitsHook: a caller's own admission rule (per-candidate request
+// plans) decides every probe, and the range chosen is the largest it
+// admits.
+func TestRefineFitsHook(t *testing.T) {
+	var src []agent.SourcePart
+	for i := range 10 {
+		src = append(src, agent.SourcePart{Text: fmt.Sprintf("row%02d %s", i, strings.Repeat("y", 200))})
+	}
+	const limit = 1000 // body bytes the caller's rule admits
+	probes := 0
+	var sizes []int
+	r := &agent.Refine{Request: refineRequest,
+		Fits: func(req *llm.ChatRequest) bool {
+			probes++
+			return len(agent.Account(req).Body) <= limit
+		},
+		Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			sizes = append(sizes, len(agent.Account(req).Body))
+			return "A", nil
+		}}
+	if _, err := r.Advance(context.Background(), "", src); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		if n > limit || (i < len(sizes)-1 && n < limit-1) {
+			t.Errorf("call %d sent %d bytes: not the largest range within %d", i, n, limit)
+		}
+	}
+	if probes == 0 || len(sizes) < 3 {
+		t.Errorf("%d probes, %d calls", probes, len(sizes))
 	}
 }

@@ -164,13 +164,13 @@ func (rt *Runtime) globalTurn(ctx context.Context, sess *session, id string, rou
 		}
 		fmt.Fprintf(&b, "You are the %s of the Saivage project in %s. %s", sess.agent, rt.root(), guidance)
 		return b.String()
-	}, tail: func(ctx context.Context) string {
+	}, tail: func(ctx context.Context) stateSnapshot {
 		st := rt.Status()
 		root, err := rt.p.Cards.Get(ctx, cards.RootID)
 		if err != nil {
-			return ""
+			return stateSnapshot{}
 		}
-		return fmt.Sprintf("Runtime status: %s. Root card %s is %s. Active cards: %v.", st.Status, root.ID, root.Status, st.Activations)
+		return stateSnapshot{text: fmt.Sprintf("Runtime status: %s. Root card %s is %s. Active cards: %v.", st.Status, root.ID, root.Status, st.Activations)}
 	}}
 	cur, err := sess.current()
 	sessionErr := err

@@ -290,9 +290,11 @@ type candidate struct {
 // the trigger ending the search. Local-exact: the fewest accounting bytes
 // of the exact request, a tie to the furthest endpoint. Authoritative
 // (after a context rejection): the first with fewer tokens. No-smaller
-// publishes nothing. After the summarizer's first policy refusal, or when
-// the call budget runs out, no more summary calls are made and a declared
-// omission stands at the same endpoints; any other summarizer failure with
+// publishes nothing. Each summary request is admitted exactly against the
+// summarizer's usable input (agent.Refine). After the summarizer's first
+// policy refusal, when the call budget runs out or when no summary request
+// can be admitted, no more summary calls are made and a declared omission
+// stands at the same endpoints; any other summarizer failure with
 // no candidate is a CompactionBlockedError. It returns how many rows were
 // folded (0 when nothing was published).
 func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.Tool) (int, error) {
@@ -328,11 +330,16 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		return agent.EstimateTokens(msgs, tools)
 	}
 	before := measure(rows)
+	// The accumulator starts from the inherited summary; the genesis keeps
+	// the latest record descriptors, never bodies.
 	acc := ""
+	var observations []recordObservation
 	if lead > 0 {
-		acc = decodeContent(rows[0]).Text
+		g := decodeContent(rows[0])
+		acc, observations = g.Text, g.Observations
 	}
-	refine := &agent.Refine{ChunkBytes: max(iv.route.UsableInput*4*3/4, 16<<10) / 2, Call: iv.foldCall}
+	observations = latestObservations(observations, desc.records)
+	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Send: iv.foldSend}
 	pos, unavailable := lead, ""
 	var best *candidate
 	var failure error
@@ -344,7 +351,7 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	for _, end := range ends {
 		cand := &candidate{cut: end}
 		if unavailable == "" && failure == nil {
-			next, err := refine.Advance(ctx, acc, summarySource(rows[pos:end]))
+			next, err := refine.Advance(ctx, acc, summarySource(iv.rt.p.StateDir, rows[pos:end], !iv.rt.models.summarizerNoImages))
 			switch {
 			case err == nil:
 				acc, pos = next, end
@@ -353,6 +360,9 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 				return 0, context.Cause(ctx)
 			case errors.Is(err, agent.ErrSummaryBudget):
 				unavailable = "budget"
+			case errors.Is(err, agent.ErrSummaryInadmissible):
+				unavailable = "inadmissible"
+				iv.rt.logEvent("compaction_summary_inadmissible", map[string]any{"session": iv.sess.id, "calls": refine.Calls(), "error": err.Error()})
 			case errors.Is(err, errSummaryRefused):
 				unavailable = "refused"
 				iv.rt.logEvent("compaction_summary_refused", map[string]any{"session": iv.sess.id, "calls": refine.Calls(), "error": iv.rt.redact(err.Error())})
@@ -369,9 +379,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 				"Concrete details of that work may be lost; check the current state of files and records before relying on memory.)", end, unavailableReason(unavailable))
 		}
 		kept := protectedRows(rows[:end])
-		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary",
-			Content: rawJSON(map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
-				"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()})}
+		genesis := map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
+			"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()}
+		if len(observations) > 0 {
+			genesis["latest_record_observations"] = observations
+		}
+		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary", Content: rawJSON(genesis)}
 		cand.rows = append(append([]conversations.Row{summary}, kept...), rows[end:]...)
 		cand.size = measure(cand.rows)
 		if cand.size >= before {
@@ -403,8 +416,11 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 }
 
 func unavailableReason(why string) string {
-	if why == "refused" {
+	switch why {
+	case "refused":
 		return "the summarizer refused it under its content policy"
+	case "inadmissible":
+		return "no summary request fits the summarizer's context"
 	}
 	return fmt.Sprintf("its %d-call budget ran out", agent.MaxSummaryCalls)
 }
@@ -432,9 +448,13 @@ func (iv *invoker) publishCompaction(read conversations.Current, next []conversa
 
 // summarySource renders rows as the summarizer's separately labeled
 // source, one plain-text part per row it can read: the recovery and
-// refusal facts first (RUNTIME FACT), then the history in order.
-func summarySource(rows []conversations.Row) []string {
-	var facts, history []string
+// refusal facts first (RUNTIME FACT), then the history in order, a tool
+// result followed by its images when images is set (each an atomic part).
+func summarySource(stateDir string, rows []conversations.Row, images bool) []agent.SourcePart {
+	var facts, history []agent.SourcePart
+	text := func(s string) agent.SourcePart {
+		return agent.SourcePart{Text: agent.TruncateMarked(s, maxTranscriptRowChars)}
+	}
 	for _, r := range rows {
 		c := decodeContent(r)
 		var s string
@@ -452,13 +472,22 @@ func summarySource(rows []conversations.Row) []string {
 		case "marker":
 			switch {
 			case isFact(r):
-				facts = append(facts, agent.TruncateMarked("RUNTIME FACT: "+factText(r), maxTranscriptRowChars))
+				facts = append(facts, text("RUNTIME FACT: "+factText(r)))
 			case c.Type == markerNotice:
 				s = "NOTICE: " + c.Text
 			}
 		}
-		if s != "" {
-			history = append(history, agent.TruncateMarked(s, maxTranscriptRowChars))
+		if s == "" {
+			continue
+		}
+		history = append(history, text(s))
+		if !images {
+			continue
+		}
+		for _, d := range c.Images {
+			if img, err := readImage(stateDir, d); err == nil {
+				history = append(history, agent.SourcePart{Image: &img})
+			}
 		}
 	}
 	return append(facts, history...)
@@ -468,19 +497,34 @@ func summarySource(rows []conversations.Row) []string {
 // content policy.
 var errSummaryRefused = errors.New("the summarizer refused the request under its content policy")
 
-// foldCall is one refine step: the summarizer (compaction.summarizer_candidate,
-// or the session's route) extends acc with source. An empty reply, a tool
-// call or a reply cut at its length limit returns "" so Refine may correct
-// it once.
-func (iv *invoker) foldCall(ctx context.Context, acc, source string, correction bool) (string, error) {
+// summaryUsable is the usable input summary requests are admitted
+// against: the summarizer's (compaction.summarizer_candidate's smallest
+// window, or the session route's) floor(window × utilisation) minus the
+// summary's output tokens; 0 when the window is unknown.
+func (iv *invoker) summaryUsable() int {
+	window := iv.route.Budget.ContextWindow
+	if iv.rt.models.summarizer != "" {
+		window = iv.rt.models.summarizerWindow
+	}
+	return agent.SummaryUsable(window, iv.rt.models.compaction.ContextUtilizationFraction, summaryMaxTokens)
+}
+
+// summaryRequest is one refine step's request to the summarizer
+// (compaction.summarizer_candidate, or the session's route): extend acc
+// with source. The request admitted is the request sent.
+func (iv *invoker) summaryRequest(acc string, source []agent.SourcePart, correction bool) *llm.ChatRequest {
 	model := iv.route.Public
 	if iv.rt.models.summarizer != "" {
 		model = iv.rt.models.summarizer
 	}
-	req := &llm.ChatRequest{Model: model, MaxTokens: summaryMaxTokens, Messages: []llm.Message{
-		{Role: "system", Content: summarySystem},
-		{Role: "user", Content: agent.RefineInput(acc, source, correction)},
-	}}
+	return &llm.ChatRequest{Model: model, MaxTokens: summaryMaxTokens, Messages: []llm.Message{
+		{Role: "system", Content: summarySystem}, agent.RefineMessage(acc, source, correction)}}
+}
+
+// foldSend sends one admitted summary request. An empty reply, a tool call
+// or a reply cut at its length limit returns "" so Refine may correct it
+// once.
+func (iv *invoker) foldSend(ctx context.Context, req *llm.ChatRequest) (string, error) {
 	resp, attempts, err := iv.send(ctx, req, nil, "summary")
 	if err != nil {
 		if classify(err, attempts) == agent.ErrContentPolicy {

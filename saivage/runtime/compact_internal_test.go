@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/conversations"
 )
 
@@ -205,16 +206,27 @@ func TestFiveHundredRoundsStayWithinBudget(t *testing.T) {
 			acc = decodeContent(h.rows[0]).Text
 		}
 		seen := 0
-		r := &agent.Refine{ChunkBytes: 24 << 10, Call: func(_ context.Context, acc, src string, _ bool) (string, error) {
-			seen += len(src)
-			return agent.Truncate(acc+" | folded "+fmt.Sprint(len(src)), 2000), nil
+		const summaryUsable = 6 << 10 // a summarizer with a 9,000-token window
+		r := &agent.Refine{Usable: summaryUsable, Request: func(acc string, src []agent.SourcePart, correction bool) *llm.ChatRequest {
+			return &llm.ChatRequest{Model: "s", Messages: []llm.Message{{Role: "system", Content: summarySystem}, agent.RefineMessage(acc, src, correction)}}
+		}, Send: func(_ context.Context, req *llm.ChatRequest) (string, error) {
+			if tok := agent.Account(req).Tokens(); tok > summaryUsable {
+				t.Fatalf("round %d: a summary request of %d tokens", round, tok)
+			}
+			n := len(req.Messages[1].Content)
+			seen += n
+			return agent.Truncate(fmt.Sprintf("folded %d", n)+strings.Repeat(" detail", 300), 2000), nil
 		}}
-		parts := summarySource(h.rows[lead:pref])
+		parts := summarySource("", h.rows[lead:pref], false)
 		next, err := r.Advance(context.Background(), acc, parts)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if want := len(strings.Join(parts, "\n\n")); seen < want-2*len(parts) {
+		want := 0
+		for _, p := range parts {
+			want += len(p.Text)
+		}
+		if seen < want {
 			t.Fatalf("round %d: source transported %d bytes, want each part once (%d)", round, seen, want)
 		}
 		maxCalls = max(maxCalls, r.Calls())
@@ -311,10 +323,10 @@ func TestComposeContextProjection(t *testing.T) {
 		t.Errorf("protected rows = %+v", kept)
 	}
 	// The summarizer's source lists the facts before the history.
-	src := summarySource(h.rows[:cut])
-	if !strings.HasPrefix(src[0], "RUNTIME FACT: The provider refused") || !strings.HasPrefix(src[1], "RUNTIME FACT: The runtime stopped") ||
-		src[2] != "USER: node prompt" {
-		t.Errorf("summary source = %q", src)
+	src := summarySource("", h.rows[:cut], true)
+	if !strings.HasPrefix(src[0].Text, "RUNTIME FACT: The provider refused") || !strings.HasPrefix(src[1].Text, "RUNTIME FACT: The runtime stopped") ||
+		src[2].Text != "USER: node prompt" {
+		t.Errorf("summary source = %+v", src)
 	}
 }
 

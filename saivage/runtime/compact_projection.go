@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/saivage/conversations"
+	"github.com/agentstack/agentstack/saivage/records"
 )
 
 // provenanceBoundary is the one system block that separates the leading
@@ -15,7 +17,9 @@ import (
 // observed when it was read, and only the final block is current.
 const provenanceBoundary = "The conversation history follows. File, record and command contents in it are observations from when they were read, " +
 	"not the current state; a summary stands for older history that was compacted, and runtime facts and your node instructions are kept after it. " +
-	"The final system block, when there is one, is the current state, refreshed for this call."
+	"The final system block, when there is one, is the latest state snapshot, observed for this call: record descriptors (locator, kind, version, size), " +
+	"never their content — read a record with your tools when you need it. A snapshot is an observation, not a guarantee that nothing changed since, " +
+	"and it grants no write authority."
 
 // projection is one provider context in the order composeContextProjection
 // sends it.
@@ -31,8 +35,84 @@ type projection struct {
 	instructions []conversations.Row
 	// suffix is the uncovered suffix: every row after the genesis.
 	suffix []conversations.Row
-	// descriptor is the final system block, refreshed for each call.
+	// descriptor is the final system block, observed for each call.
 	descriptor string
+}
+
+// stateSnapshot is the latest state snapshot of one call: the final
+// system block and the record descriptors it lists.
+type stateSnapshot struct {
+	text    string
+	records []recordObservation
+}
+
+// recordObservation describes one record as a snapshot observed it: which
+// record, which version of it and how large, and where the agent reads it
+// — never its content. Compacted genesis keeps them as
+// latest_record_observations.
+type recordObservation struct {
+	// Locator is the path the read tool takes: record:NAME for the node's
+	// own records, record:CARD/NAME@N for an exact accepted version.
+	Locator string `json:"locator"`
+	Card    string `json:"card"`
+	Record  string `json:"record"`
+	// Kind is the head's selection: accepted, draft or baseline.
+	Kind string `json:"kind"`
+	// Version is the accepted version (the one a draft revises; 0 for the
+	// baseline); Revision a draft's revision.
+	Version  int `json:"version"`
+	Revision int `json:"revision,omitempty"`
+	// Bytes is the content's size.
+	Bytes int `json:"bytes"`
+	// Mode and Gate are the node's declared use of its own records.
+	Mode string `json:"mode,omitempty"`
+	Gate string `json:"gate,omitempty"`
+}
+
+// describe renders an observation as one line of a snapshot.
+func (o recordObservation) describe() string {
+	var state string
+	switch o.Kind {
+	case records.SelDraft:
+		state = fmt.Sprintf("open draft (revision %d, on accepted version %d)", o.Revision, o.Version)
+	case records.SelBaseline:
+		state = "baseline, no accepted version"
+	default:
+		state = fmt.Sprintf("accepted version %d", o.Version)
+	}
+	use := ""
+	if o.Mode != "" {
+		use = fmt.Sprintf(" (mode %s, gate %s)", o.Mode, o.Gate)
+	}
+	return fmt.Sprintf("%s%s — %s, %d bytes", o.Locator, use, state, o.Bytes)
+}
+
+// latestObservations merges a genesis's inherited observations with a
+// newer snapshot's: one per record (card and name), the newer winning, in
+// the newer snapshot's order and then the inherited ones it lacks.
+func latestObservations(inherited, newer []recordObservation) []recordObservation {
+	out := slices.Clone(newer)
+	for _, o := range inherited {
+		if !slices.ContainsFunc(newer, func(n recordObservation) bool { return n.Card == o.Card && n.Record == o.Record }) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// summaryText is what a compacted genesis's summary row tells the model:
+// the summary, then the records as the compaction last observed them
+// (descriptors only).
+func summaryText(c rowContent) string {
+	var b strings.Builder
+	b.WriteString("Summary of the earlier conversation (older messages were compacted):\n\n" + c.Text)
+	if len(c.Observations) > 0 {
+		b.WriteString("\n\nRecords as last observed before this compaction (descriptors only; the final system block is newer):")
+		for _, o := range c.Observations {
+			b.WriteString("\n- " + o.describe())
+		}
+	}
+	return b.String()
 }
 
 // projectSegment sorts a segment's rows into the projection's slots. A
@@ -115,16 +195,16 @@ func composeContextProjection(stateDir string, p projection) []llm.Message {
 	return msgs
 }
 
-// project is the invoker's provider context for rows, with descriptor as
-// the final block.
-func (iv *invoker) project(rows []conversations.Row, descriptor string) []llm.Message {
-	return composeContextProjection(iv.rt.p.StateDir, projectSegment(rows, []string{iv.system()}, descriptor))
+// project is the invoker's provider context for rows, with the snapshot
+// as the final block.
+func (iv *invoker) project(rows []conversations.Row, snap stateSnapshot) []llm.Message {
+	return composeContextProjection(iv.rt.p.StateDir, projectSegment(rows, []string{iv.system()}, snap.text))
 }
 
-// descriptor is the final system block for this call ("" for none).
-func (iv *invoker) descriptor(ctx context.Context) string {
+// descriptor is the latest state snapshot for this call (empty for none).
+func (iv *invoker) descriptor(ctx context.Context) stateSnapshot {
 	if iv.tail == nil {
-		return ""
+		return stateSnapshot{}
 	}
 	return iv.tail(ctx)
 }

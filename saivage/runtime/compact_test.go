@@ -1,11 +1,14 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/state"
 )
@@ -17,6 +20,18 @@ func smallWindow(cfg string) string {
 	cfg = strings.Replace(cfg, "maxOutputTokens: 8192", "maxOutputTokens: 1000", 1)
 	return strings.Replace(cfg, "tail_fraction: 0.3", "tail_fraction: 0.05", 1)
 }
+
+// smallSummarizer is smallWindow with compaction.summarizer_candidate
+// gateway/tier-3, whose window is 3,000 tokens: summary requests are
+// admitted against floor(3000 × 0.9) − 2000 = 700 tokens, less than one
+// 4,000-byte source row.
+func smallSummarizer(cfg string) string {
+	cfg = strings.Replace(smallWindow(cfg), "    capabilities:\n      contextWindowTokens: 10000",
+		"    modelCapabilities:\n      tier-3: {contextWindowTokens: 3000, maxOutputTokens: 2000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 10000", 1)
+	return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
+}
+
+const smallSummarizerUsable = 700
 
 // summaryRequests returns the user text of each summary call, in order.
 func summaryRequests(e *env) []string {
@@ -38,11 +53,11 @@ func summaryRequests(e *env) []string {
 
 // TestPreventiveCompactionRefinesSequentially: past the trigger, the rows
 // before the preferred endpoint are folded by one sequential refine
-// accumulator — the second call carries the first call's summary and only
-// source the first did not see — and the compacted segment replaces them.
-// Every request stays within the usable input.
+// accumulator over the summarizer's small window — each call carries the
+// previous call's summary and only source no call saw — and the compacted
+// segment replaces them. Every request stays within its usable input.
 func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
-	e := newEnv(t, envOptions{configEdit: smallWindow})
+	e := newEnv(t, envOptions{configEdit: smallSummarizer})
 	notes := func(tag string) string { return strings.Repeat(tag+" ", 1300) }
 	e.script.Add("planner@project",
 		call("write", map[string]any{"path": "n1.txt", "content": notes("A1")}),
@@ -54,19 +69,37 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 		call("write", map[string]any{"path": "record:assessment", "content": "ok"}),
 		emit("done", "ok", map[string]any{"verdict": "complete"}),
 	)
-	e.script.Add("summary", text("FOLD-ONE: wrote n1 and n2."), text("FOLD-TWO: wrote n1, n2 and n3."))
+	var folds []llmtest.Reply
+	for i := range agent.MaxSummaryCalls {
+		folds = append(folds, text(fmt.Sprintf("FOLD-%d: wrote notes.", i)))
+	}
+	e.script.Add("summary", folds...)
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
 	reqs := summaryRequests(e)
-	if len(reqs) != 2 {
-		t.Fatalf("summary calls = %d, want 2", len(reqs))
+	if len(reqs) < 2 {
+		t.Fatalf("summary calls = %d, want the source folded over several", len(reqs))
 	}
 	if strings.Contains(reqs[0], "SUMMARY SO FAR") || !strings.Contains(reqs[0], "A1 A1") {
 		t.Errorf("first fold does not carry the oldest source: %.200q", reqs[0])
 	}
-	if !strings.HasPrefix(reqs[1], "SUMMARY SO FAR:\nFOLD-ONE: wrote n1 and n2.") || strings.Contains(reqs[1], "A1 A1") || !strings.Contains(reqs[1], "C3 C3") {
-		t.Errorf("second fold is not the accumulator plus new source only: %.300q", reqs[1])
+	sources := []string{reqs[0]}
+	for i, r := range reqs[1:] {
+		wrapper := fmt.Sprintf("SUMMARY SO FAR:\nFOLD-%d: wrote notes.\n\nNEW TRANSCRIPT (extend the summary with it):\n", i)
+		if !strings.HasPrefix(r, wrapper) {
+			t.Errorf("fold %d is not the accumulator plus new source: %.300q", i+1, r)
+		}
+		sources = append(sources, strings.TrimPrefix(r, wrapper))
+	}
+	// The ranges are disjoint and contiguous: joined, they carry each
+	// folded write once, whole.
+	joined := strings.Join(sources, "")
+	for _, tag := range []string{"A1", "B2", "C3"} {
+		row := `TOOL CALL write {"content":"` + notes(tag)
+		if n := strings.Count(joined, row); n != 1 {
+			t.Errorf("the %s write travelled %d times", tag, n)
+		}
 	}
 	rows := e.rows("project", "planner")
 	var c struct {
@@ -74,7 +107,8 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 		SummaryCalls int    `json:"summary_calls"`
 		Omitted      bool   `json:"omitted"`
 	}
-	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || c.Text != "FOLD-TWO: wrote n1, n2 and n3." || c.SummaryCalls != 2 || c.Omitted {
+	want := fmt.Sprintf("FOLD-%d: wrote notes.", len(reqs)-1)
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || c.Text != want || c.SummaryCalls != len(reqs) || c.Omitted {
 		t.Fatalf("compacted segment starts with %+v", rows[0])
 	}
 	ev := e.events("session_compacted")
@@ -83,13 +117,16 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 	}
 	after := false
 	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "summary" && (len(r.Raw)+3)/4 > smallSummarizerUsable {
+			t.Errorf("a summary request of about %d tokens exceeds the summarizer's usable input", (len(r.Raw)+3)/4)
+		}
 		if runtimeKey(r) != "planner@project" {
 			continue
 		}
 		if est := (len(r.Raw) + 3) / 4; est > 8000 {
 			t.Errorf("a planner request of about %d tokens exceeds the usable input of 8000", est)
 		}
-		if strings.Contains(string(r.Raw), "FOLD-TWO") {
+		if strings.Contains(string(r.Raw), want) {
 			after = true
 			if strings.Contains(string(r.Raw), "A1 A1") || !strings.Contains(string(r.Raw), "D4 D4") {
 				t.Errorf("compacted request keeps folded source or lost the tail")
@@ -98,6 +135,93 @@ func TestPreventiveCompactionRefinesSequentially(t *testing.T) {
 	}
 	if !after {
 		t.Error("no planner request carried the summary")
+	}
+}
+
+// TestSummaryRequestsAdmittedExactly: a summary source larger than the
+// summarizer candidate's window — multibyte notes — is folded over
+// sequential disjoint ranges: every summary request the provider receives
+// fits floor(U×C) − 2000 measured on the bytes received, the ranges cut
+// only between code points (a split code point would reach the provider as
+// U+FFFD), each source row travels once, at most 16 calls.
+func TestSummaryRequestsAdmittedExactly(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: smallSummarizer})
+	notes := func(tag string) string { return strings.Repeat(tag+" Grüße 世界 😀 ", 300) }
+	var steps []llmtest.Reply
+	for i := range 5 {
+		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
+	}
+	e.script.Add("planner@project", append(steps, finishRun()...)...)
+	var folds []llmtest.Reply
+	for i := range 2 * agent.MaxSummaryCalls {
+		folds = append(folds, text(fmt.Sprintf("FOLD-%d.", i)))
+	}
+	e.script.Add("summary", folds...)
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	var ranges []string
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) != "summary" {
+			continue
+		}
+		if tok := (len(r.Raw) + 3) / 4; tok > smallSummarizerUsable {
+			t.Errorf("summary request %d received with %d tokens, more than %d", len(ranges), tok, smallSummarizerUsable)
+		}
+		if strings.Contains(string(r.Raw), `\ufffd`) || strings.ContainsRune(string(r.Raw), utf8.RuneError) {
+			t.Errorf("summary request %d carries a code point cut in two", len(ranges))
+		}
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		src := body.Messages[len(body.Messages)-1].Content
+		if _, after, ok := strings.Cut(src, "(extend the summary with it):\n"); ok {
+			src = after
+		}
+		ranges = append(ranges, src)
+	}
+	cs := compactions(e)
+	if len(cs) == 0 || len(ranges) < 3 {
+		t.Fatalf("%d compactions, %d summary calls", len(cs), len(ranges))
+	}
+	calls := 0
+	for _, c := range cs {
+		if n := int(c["summary_calls"].(float64)); n > agent.MaxSummaryCalls {
+			t.Errorf("a compaction made %d summary calls", n)
+		} else {
+			calls += n
+		}
+	}
+	if calls != len(ranges) {
+		t.Errorf("compactions count %d summary calls, the provider received %d", calls, len(ranges))
+	}
+	// The first compaction's ranges are its source split once: each
+	// folded note's call row (its rendering bounded to 4,000 bytes) is
+	// larger than a request may be, so it is cut between code points and
+	// its pieces, joined, are the row once. The oldest note is always
+	// folded.
+	first := strings.Join(ranges[:int(cs[0]["summary_calls"].(float64))], "")
+	for i := range 5 {
+		row := fmt.Sprintf(`TOOL CALL write {"content":"N%d `, i)
+		n := strings.Count(first, row)
+		if n > 1 || (i == 0 && n != 1) {
+			t.Errorf("note %d's call travelled %d times in the first compaction", i, n)
+		}
+		if n != 1 {
+			continue
+		}
+		rest := first[strings.Index(first, row):]
+		if end := strings.Index(rest, " …[truncated]"); end < 0 || strings.Count(rest[:end], fmt.Sprintf("N%d Grüße 世界 😀", i)) < 150 {
+			t.Errorf("note %d's call row did not travel whole", i)
+		}
+		for _, r := range ranges {
+			if strings.Contains(r, row+strings.Repeat(fmt.Sprintf("N%d Grüße 世界 😀 ", i), 150)) {
+				t.Errorf("note %d's call row travelled in one request: no code-point refinement", i)
+			}
+		}
 	}
 }
 
@@ -170,6 +294,35 @@ func TestSummaryPolicyRefusalDeclaresOmission(t *testing.T) {
 	}
 	if rows[1].Kind != "marker" || rows[2].Kind != "user" {
 		t.Errorf("node instructions not kept: %+v", rows[1:3])
+	}
+}
+
+// TestInadmissibleSummaryDeclaresOmission: a summarizer whose window
+// leaves no room for even the summary prompt receives no request: the
+// summary is unavailable, a declared omission stands and the node goes on.
+func TestInadmissibleSummaryDeclaresOmission(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: func(cfg string) string {
+		cfg = strings.Replace(cfg, "    capabilities:\n      contextWindowTokens: 128000",
+			"    modelCapabilities:\n      tier-3: {contextWindowTokens: 2300, maxOutputTokens: 2000, toolsMode: native}\n    capabilities:\n      contextWindowTokens: 128000", 1)
+		return strings.Replace(cfg, "compaction:\n", "compaction:\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
+	}})
+	rejectionScript(e, finishRun()...)
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	if n := e.script.Count("summary"); n != 0 {
+		t.Errorf("summary requests = %d, want none", n)
+	}
+	if ev := e.events("compaction_summary_inadmissible"); len(ev) != 1 {
+		t.Errorf("inadmissible events = %d", len(ev))
+	}
+	rows := e.rows("project", "planner")
+	var c struct {
+		Text    string `json:"text"`
+		Omitted bool   `json:"omitted"`
+	}
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &c) != nil || !c.Omitted || !strings.Contains(c.Text, "no summary request fits") {
+		t.Fatalf("compacted segment starts with %+v", rows[0])
 	}
 }
 
@@ -254,7 +407,7 @@ func TestContextProjectionOrder(t *testing.T) {
 	const (
 		sys      = "system: "
 		boundary = "system: The conversation history follows."
-		state    = "system: Current state (refreshed for each model call)"
+		state    = "system: Latest state snapshot (observed for this model call; record descriptors only"
 		prompt   = "user: This card is starting for the first time."
 		read     = "tool:      1\tline of notes"
 		fact     = "user: [Runtime fact] The provider refused an earlier request of this conversation under its content policy (refusal 1;"
@@ -327,7 +480,7 @@ func TestLocalExactCompactionBeforeIO(t *testing.T) {
 		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": notes(fmt.Sprintf("N%d", i))}))
 	}
 	e.script.Add("planner@project", append(steps, finishRun()...)...)
-	e.script.Add("summary", text("NEAR: wrote the first notes."), text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."))
+	e.script.Add("summary", text("FAR: wrote n0 to n6."), text("AGAIN: more notes."), text("AGAIN: more notes."), text("AGAIN: more notes."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}
@@ -344,10 +497,9 @@ func TestLocalExactCompactionBeforeIO(t *testing.T) {
 	if c["mode"] != "local_exact" || c["accounting_bytes_after"].(float64) >= c["accounting_bytes_before"].(float64) {
 		t.Fatalf("first compaction = %+v", c)
 	}
-	// Both endpoints were folded (one sequential accumulator: two calls)
-	// and the furthest, with fewer accounting bytes, was published.
-	if c["summary_calls"].(float64) != 2 {
-		t.Errorf("summary calls = %v, want both endpoints weighed", c["summary_calls"])
+	// The source fits the summarizer (the route's window): one call.
+	if c["summary_calls"].(float64) != 1 {
+		t.Errorf("summary calls = %v, want the source in one call", c["summary_calls"])
 	}
 	// The furthest legal cut keeps only the newest step (assistant, call,
 	// result) after the summary and the node's marker and prompt.
@@ -468,6 +620,142 @@ func TestOversizedNewestRoundSplitsBetweenPairs(t *testing.T) {
 	for _, r := range e.srv.Requests() {
 		if runtimeKey(r) == "planner@project" && (len(r.Raw)+3)/4 > 8000 {
 			t.Errorf("a planner request of about %d tokens exceeds the usable input", (len(r.Raw)+3)/4)
+		}
+	}
+}
+
+// finalBlock returns the final system block of each planner request.
+func finalBlocks(e *env) []string {
+	var out []string
+	for _, req := range plannerRequests(e) {
+		last := req[len(req)-1]
+		if !strings.HasPrefix(last, "system: ") {
+			e.t.Fatalf("a planner request does not end with a system block: %.100q", last)
+		}
+		out = append(out, last)
+	}
+	return out
+}
+
+// TestStateBlockCarriesDescriptorsOnly: the final system block describes
+// the node's records — locator, kind, version, size, the node's use — and
+// never carries their content, which the agent reads with its tools; a
+// compaction's genesis keeps those descriptors (latest_record_observations)
+// and the request after it shows them with the summary, without bodies.
+func TestStateBlockCarriesDescriptorsOnly(t *testing.T) {
+	const marker, objective = "BODY-MARKER-7F3A", "Build a hello tool. OBJECTIVE-MARKER-91"
+	e := newEnv(t, envOptions{objective: objective})
+	plan := strings.Repeat("step "+marker+" ", 40)
+	e.script.Add("planner@project", append([]llmtest.Reply{
+		call("write", map[string]any{"path": "record:plan", "content": plan}),
+		call("read", map[string]any{"path": "record:plan"}),
+	}, append([]llmtest.Reply{{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"}}, finishRun()...)...)...)
+	e.script.Add("summary", text("SUMMARY: wrote the plan."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	blocks := finalBlocks(e)
+	if len(blocks) < 4 {
+		t.Fatalf("planner requests = %d", len(blocks))
+	}
+	draft := fmt.Sprintf("- record:plan (mode continue, gate updated) — open draft (revision 2, on accepted version 0), %d bytes\n", len(plan))
+	accepted := fmt.Sprintf("- record:objective (mode read, gate exists) — accepted version 1, %d bytes\n", len(objective))
+	for i, b := range blocks {
+		if strings.Contains(b, marker) || strings.Contains(b, "OBJECTIVE-MARKER") || strings.Contains(b, "hello tool") {
+			t.Errorf("final block %d carries record content: %.300q", i, b)
+		}
+		if strings.Contains(b, "Node: plan.") && !strings.Contains(b, accepted) {
+			t.Errorf("final block %d does not describe the objective %q:\n%s", i, accepted, b)
+		}
+	}
+	if !strings.Contains(blocks[0], "- record:plan (mode continue, gate updated) — open draft (revision 1, on accepted version 0), 0 bytes\n") {
+		t.Errorf("the first block does not describe the unchanged draft:\n%s", blocks[0])
+	}
+	if !strings.Contains(blocks[1], draft) {
+		t.Errorf("the block after the write does not describe the written draft %q:\n%s", draft, blocks[1])
+	}
+	// The read tool returns the body: the agent reads through its tools.
+	if reqs := plannerRequests(e); !strings.Contains(strings.Join(reqs[2], "\n"), "tool: ") || !strings.Contains(strings.Join(reqs[2], "\n"), marker) {
+		t.Errorf("the read result does not carry the record body")
+	}
+	// The genesis keeps the descriptor, not the body.
+	rows := e.rows("project", "planner")
+	var g struct {
+		Observations []map[string]any `json:"latest_record_observations"`
+	}
+	if rows[0].Kind != "summary" || json.Unmarshal(rows[0].Content, &g) != nil || strings.Contains(string(rows[0].Content), marker) {
+		t.Fatalf("genesis = %s", rows[0].Content)
+	}
+	var planObs map[string]any
+	for _, o := range g.Observations {
+		if o["record"] == "plan" {
+			planObs = o
+		}
+	}
+	if planObs == nil || planObs["locator"] != "record:plan" || planObs["kind"] != "draft" || planObs["bytes"] != float64(len(plan)) ||
+		planObs["card"] != "project" || planObs["version"] != float64(0) || planObs["revision"] != float64(2) || len(g.Observations) != 2 {
+		t.Fatalf("genesis observations = %+v", g.Observations)
+	}
+	for _, o := range g.Observations {
+		for k := range o {
+			if !strings.Contains(" locator card record kind version revision bytes mode gate ", " "+k+" ") {
+				t.Errorf("genesis observation field %q is not a descriptor", k)
+			}
+		}
+	}
+	var after []string
+	for _, req := range plannerRequests(e) {
+		if strings.Contains(strings.Join(req, "\n"), "SUMMARY: wrote the plan.") {
+			after = req
+			break
+		}
+	}
+	if after == nil || !strings.HasPrefix(after[2], "user: Summary of the earlier conversation") ||
+		!strings.Contains(after[2], "Records as last observed before this compaction") || !strings.Contains(after[2], strings.TrimSuffix(draft, "\n")) || strings.Contains(after[2], marker) || strings.Contains(after[2], "OBJECTIVE-MARKER") {
+		t.Errorf("the summary message after the compaction = %.600q", after)
+	}
+}
+
+// TestStateBlockDescribesDescendantRecords: the project's assess node
+// reviews its descendants' summary and review records through descriptors
+// — exact-version locators with sizes — never their content.
+func TestStateBlockDescribesDescendantRecords(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.script.Add("analyst",
+		call("create_card", map[string]any{"parent_id": "project", "title": "Hello files", "records": map[string]string{"brief": "Write hello.txt and world.txt."}}),
+		call("start_project", map[string]any{}),
+		text("Started."),
+	)
+	scriptFlow(e.script)
+	ctx := context.Background()
+	if _, _, err := e.rt.Analyst().Submit(ctx, "Create a goal for the hello files and start."); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.Analyst().Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sum := e.waitRunEnded(); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	var assess []string
+	for _, b := range finalBlocks(e) {
+		if strings.Contains(b, "Node: assess.") {
+			assess = append(assess, b)
+		}
+	}
+	if len(assess) == 0 {
+		t.Fatal("no assess request")
+	}
+	for _, want := range []struct{ card, name string }{{"project.a.a", "summary"}, {"project.a.a", "review"}, {"project.a.b", "summary"}, {"project.a.b", "review"}} {
+		content, v := e.record(want.card, want.name)
+		line := fmt.Sprintf("- record:%s/%s@%d — accepted version %d, %d bytes\n", want.card, want.name, v, v, len(content))
+		for _, b := range assess {
+			if !strings.Contains(b, line) {
+				t.Errorf("assess block does not describe %s/%s as %q:\n%s", want.card, want.name, line, b)
+			}
+			if strings.Contains(b, content) {
+				t.Errorf("assess block carries the content of %s/%s", want.card, want.name)
+			}
 		}
 	}
 }

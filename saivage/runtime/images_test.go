@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
 	"github.com/agentstack/agentstack/saivage/images"
 )
@@ -126,5 +127,64 @@ func TestViewImageSendsTheNormalizedPNG(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(e.dir, ".saivage", desc[0].Path)); err != nil || !bytes.Equal(b, want.PNG) {
 		t.Errorf("published image differs: %v", err)
+	}
+}
+
+// TestSummarySourceCarriesImagesWhole: a compaction that folds a
+// view_image result sends the image to the summarizer as one whole image
+// part — the exact normalized PNG, once — beside the row's text.
+func TestSummarySourceCarriesImagesWhole(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	src, err := os.ReadFile(filepath.Join("..", "images", "testdata", "rotated.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "photo.jpg"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := images.Normalize(src, images.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("line of notes\n", 400)
+	e.script.Add("analyst",
+		call("view_image", map[string]any{"path": "photo.jpg"}),
+		text("A four-colour square."),
+		call("write", map[string]any{"path": "notes.txt", "content": big}),
+		call("read", map[string]any{"path": "notes.txt"}),
+		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
+		text("Done."),
+	)
+	e.script.Add("summary", text("SUMMARY: looked at photo.jpg, wrote notes.txt."))
+	ctx := context.Background()
+	for _, msg := range []string{"What is in photo.jpg?", "Write notes and read them back."} {
+		if _, _, err := e.rt.Analyst().Submit(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := e.rt.Analyst().Wait(ctx); err != nil || res.Error != "" {
+			t.Fatalf("turn = %+v, %v", res, err)
+		}
+	}
+	var sent [][]byte
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) != "summary" {
+			continue
+		}
+		var body struct {
+			Messages []llm.Message `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		user := body.Messages[len(body.Messages)-1]
+		for _, img := range user.Images {
+			sent = append(sent, img.Data)
+		}
+		if len(user.Images) > 0 && !strings.Contains(user.Content, "TOOL RESULT view_image") {
+			t.Errorf("the image travels without its row: %.300q", user.Content)
+		}
+	}
+	if len(sent) != 1 || !bytes.Equal(sent[0], want.PNG) {
+		t.Fatalf("summary requests carried %d images (want the normalized PNG once)", len(sent))
 	}
 }

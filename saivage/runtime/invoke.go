@@ -44,10 +44,10 @@ type invoker struct {
 	rt    *Runtime
 	route RouteBinding
 	sess  *session
-	// system renders the system prompt; tail the final system block
-	// refreshed for each call ("" for none).
+	// system renders the system prompt; tail the latest state snapshot,
+	// the final system block observed for each call (empty for none).
 	system func() string
-	tail   func(ctx context.Context) string
+	tail   func(ctx context.Context) stateSnapshot
 	// gated marks autonomous card work: it waits at the Pause gate.
 	gated    bool
 	refusals int

@@ -52,6 +52,12 @@ type Models struct {
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
 	compaction config.Compaction
+
+	// summarizerWindow is the smallest positive context window of the
+	// summarizer's accounts (0: unknown); summarizerNoImages is set when
+	// one of them takes no image input.
+	summarizerWindow   int
+	summarizerNoImages bool
 }
 
 // ModelsOptions configures BindModels.
@@ -318,6 +324,11 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if s := comp.SummarizerCandidate; s != nil {
 		for _, ep := range endpointsFor(cfg, config.Candidate{Provider: s.Provider, Account: s.Account, Model: s.Model}) {
 			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model, Group: "summarizer"})
+			caps := capsFor(cfg, ep)
+			if w := caps.ContextWindowTokens; w > 0 && (m.summarizerWindow == 0 || w < m.summarizerWindow) {
+				m.summarizerWindow = w
+			}
+			m.summarizerNoImages = m.summarizerNoImages || wireOf(caps).NoImages
 		}
 		m.summarizer = summarizerRoute
 	}

@@ -25,12 +25,6 @@ var (
 	errNodeFail = errors.New("the node failed")
 )
 
-// Context bounds of the refreshed state block.
-const (
-	maxRecordContext     = 12 << 10
-	maxDescendantContext = 4 << 10
-)
-
 // activation is the memory of one card activation.
 type activation struct {
 	card     cards.Card
@@ -582,15 +576,17 @@ func (ne *nodeExec) entryText(prompts []*workflow.Prompt, notes []cards.Message)
 	return strings.TrimSpace(b.String())
 }
 
-// stateBlock is the final system block, refreshed for every model call:
-// the node's records, the card's children and descendant context.
-func (ne *nodeExec) stateBlock(ctx context.Context) string {
-	var b strings.Builder
+// stateBlock is the final system block, observed for every model call:
+// the card's status, descriptors of the node's records and of the
+// descendant records it reviews (locator, kind, version, size — never
+// their content, which the agent reads with its tools), and the card's
+// children.
+func (ne *nodeExec) stateBlock(ctx context.Context) stateSnapshot {
 	c, err := ne.rt.p.Cards.Get(ctx, ne.act.card.ID)
 	if err != nil {
-		return ""
+		return stateSnapshot{}
 	}
-	fmt.Fprintf(&b, "Current state (refreshed for each model call)\nCard %s (%s) is %s. Node: %s.\n", c.ID, c.Type, c.Status, ne.nd.Name)
+	var snap stateSnapshot
 	rs := ne.rt.p.Cards.Records()
 	for _, name := range sortedKeys(ne.nd.Records) {
 		use := ne.nd.Records[name]
@@ -598,14 +594,24 @@ func (ne *nodeExec) stateBlock(ctx context.Context) string {
 		if err != nil {
 			continue
 		}
-		state := fmt.Sprintf("accepted version %d", cur.Version)
+		o := recordObservation{Locator: "record:" + name, Card: c.ID, Record: name, Kind: records.SelAccepted, Version: cur.Version,
+			Bytes: len(cur.Content), Mode: use.Mode, Gate: cmpOr(use.Gate, "none")}
 		switch {
 		case cur.Head.Draft != nil:
-			state = fmt.Sprintf("your open draft (revision %d)", cur.Head.Revision)
+			o.Kind, o.Revision = records.SelDraft, cur.Head.Revision
 		case cur.Version == 0:
-			state = "baseline, no accepted version"
+			o.Kind = records.SelBaseline
 		}
-		fmt.Fprintf(&b, "\n### record:%s (mode %s, gate %s) — %s\n%s\n", name, use.Mode, cmpOr(use.Gate, "none"), state, clipText(cur.Content, maxRecordContext))
+		snap.records = append(snap.records, o)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Latest state snapshot (observed for this model call; record descriptors only — read a record's content with the read tool at its locator)\n"+
+		"Card %s (%s) is %s. Node: %s.\n", c.ID, c.Type, c.Status, ne.nd.Name)
+	if len(snap.records) > 0 {
+		b.WriteString("\n### Records of this card\n")
+		for _, o := range snap.records {
+			b.WriteString("- " + o.describe() + "\n")
+		}
 	}
 	if kids := c.Children; len(kids) > 0 {
 		b.WriteString("\n### Children\n")
@@ -627,25 +633,22 @@ func (ne *nodeExec) stateBlock(ctx context.Context) string {
 			if h.Latest < 1 {
 				return nil
 			}
-			content, err := rs.Content(records.Ref{CardDir: ne.rt.p.Cards.CardDir(dc.ID), Card: dc.ID, Name: name}, h.Latest)
+			a, err := rs.Latest(records.Ref{CardDir: ne.rt.p.Cards.CardDir(dc.ID), Card: dc.ID, Name: name}, h)
 			if err != nil {
 				return nil
 			}
-			fmt.Fprintf(&d, "\n#### record:%s/%s@%d\n%s\n", dc.ID, name, h.Latest, clipText(content, maxDescendantContext))
+			o := recordObservation{Locator: fmt.Sprintf("record:%s/%s@%d", dc.ID, name, h.Latest), Card: dc.ID, Record: name,
+				Kind: records.SelAccepted, Version: h.Latest, Bytes: len(a.Content)}
+			snap.records = append(snap.records, o)
+			d.WriteString("- " + o.describe() + "\n")
 			return nil
 		})
 		if d.Len() > 0 {
-			b.WriteString("\n### Descendant records\n" + d.String())
+			b.WriteString("\n### Descendant records (latest accepted versions)\n" + d.String())
 		}
 	}
-	return ne.rt.redact(b.String())
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return agent.Truncate(s, n) + "\n…[truncated; read the record for the rest]"
+	snap.text = ne.rt.redact(b.String())
+	return snap
 }
 
 // emit is the emit_result tool: validation, routing, gates, freshness,
@@ -703,7 +706,7 @@ func (ne *nodeExec) emit(ctx context.Context, raw json.RawMessage) (agent.ToolRe
 		}
 		if !mapsEqual(now, ne.snapshot) {
 			ne.snapshot = now
-			return fail("stale_context", "descendant records changed since you last looked; review the refreshed state block and emit again.")
+			return fail("stale_context", "descendant records changed since you last looked; the state block lists their new versions — read the changed ones and emit again.")
 		}
 	}
 	// Pending notifications: the recipient reads them before finishing; a

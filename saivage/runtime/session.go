@@ -103,6 +103,8 @@ type rowContent struct {
 	IsError        bool                `json:"is_error,omitempty"`
 	// Images are the published images of a tool result.
 	Images []imageDescriptor `json:"images,omitempty"`
+	// Observations are a compacted genesis's latest record descriptors.
+	Observations []recordObservation `json:"latest_record_observations,omitempty"`
 }
 
 // assistantContent is an assistant row's content.
@@ -144,7 +146,7 @@ func rowsToMessages(rows []conversations.Row) []llm.Message {
 		case "tool_result":
 			out = append(out, llm.Message{Role: "tool", ToolCallID: r.CallID, Content: c.Content})
 		case "summary":
-			out = append(out, llm.Message{Role: "user", Content: "Summary of the earlier conversation (older messages were compacted):\n\n" + c.Text})
+			out = append(out, llm.Message{Role: "user", Content: summaryText(c)})
 			lastAssistant = -1
 		case "marker":
 			if c.Type == markerNotice {
