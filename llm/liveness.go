@@ -54,8 +54,8 @@ func ParseStreamLiveness(v string) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// readStream is ReadSSE for a chat stream: with liveness, a liveness event
-// calls alive instead of fn.
+// readStream is ReadSSE for a chat stream: a liveness event never reaches
+// fn; with liveness (the client asked for them) it calls alive.
 func readStream(r io.Reader, liveness bool, alive func() error, fn func(data []byte) error) error {
 	sr := NewSSEReader(r)
 	for {
@@ -66,9 +66,12 @@ func readStream(r io.Reader, liveness bool, alive func() error, fn func(data []b
 		if err != nil {
 			return fmt.Errorf("read model stream: %w", err)
 		}
-		if liveness && ev.Event == LivenessEvent {
-			if err := alive(); err != nil {
-				return err
+		if ev.Event == LivenessEvent {
+			// Never content; progress only for a client that asked.
+			if liveness {
+				if err := alive(); err != nil {
+					return err
+				}
 			}
 			continue
 		}
