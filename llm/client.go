@@ -318,6 +318,8 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // stream with an *APIError; no data event within the client's inactivity
 // limit ends it with ErrStreamStalled, and a stream still running at the
 // absolute limit with ErrCallTimeLimit (both with the partial response).
+// With GatewayLiveness a gateway's liveness events renew the inactivity
+// limit; they are never chunks.
 func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(StreamChunk) error) (*ChatResponse, error) {
 	r := *req
 	r.Stream, r.StreamOptions = true, &StreamOptions{IncludeUsage: true}
