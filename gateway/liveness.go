@@ -34,7 +34,9 @@ func withLiveness(w http.ResponseWriter, r *http.Request, stream bool) (http.Res
 		return w, func() {}, err
 	}
 	lw := &livenessWriter{w: w, header: http.Header{}, interval: llm.LivenessInterval(limit)}
+	lw.mu.Lock() // beat reads timer
 	lw.timer = time.AfterFunc(lw.interval, lw.beat)
+	lw.mu.Unlock()
 	return lw, lw.end, nil
 }
 
@@ -140,9 +142,9 @@ func (lw *livenessWriter) flushLocked() {
 // end stops the liveness events and, when the response was committed
 // before an HTTP error, sends that error in band.
 func (lw *livenessWriter) end() {
-	lw.timer.Stop()
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	lw.timer.Stop()
 	lw.ended = true
 	if !lw.committed || lw.errStatus == 0 || lw.broken {
 		return
