@@ -358,7 +358,7 @@ func hostModelOptions(sc *serveConfig, gatewayURL, key string, inProcess http.Ha
 		GatewayLiveness: true}
 	if inProcess != nil {
 		opts.HTTPClient = &http.Client{Transport: gateway.InProcess(inProcess)}
-		opts.StreamInactivity, opts.CallTimeLimit = -1, -1
+		opts.StreamInactivity, opts.CallTimeLimit, opts.GatewayLiveness = -1, -1, false
 	}
 	return opts
 }
