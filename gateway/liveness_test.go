@@ -66,6 +66,9 @@ func TestStreamLivenessCarriesClientThroughFailover(t *testing.T) {
 		{name: "a refusal after liveness keeps its status in band", stallHow: "before headers", liveness: true,
 			second:  llmtest.Reply{Status: http.StatusBadRequest, ErrorMessage: "prompt too long", ErrorCode: "context_length_exceeded", ErrorType: "invalid_request_error"},
 			wantAPI: &llm.APIError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Type: "invalid_request_error"}, wantSaw: "rejected", wantLive: true},
+		{name: "every candidate stalling ends in band with 502", stallHow: "before headers", liveness: true,
+			second:  llmtest.Reply{Content: "never either", Delay: time.Hour},
+			wantAPI: &llm.APIError{Status: http.StatusBadGateway, Code: "upstream_failed", Type: "upstream_error"}, wantSaw: "failed", wantLive: true},
 		{name: "without liveness the client gives up before the failover", stallHow: "before headers", liveness: false,
 			second: llmtest.Reply{Content: "from second"}, wantErr: llm.ErrStreamStalled},
 	}
@@ -104,7 +107,7 @@ func TestStreamLivenessCarriesClientThroughFailover(t *testing.T) {
 			case tc.wantAPI != nil:
 				var ae *llm.APIError
 				if !errors.As(err, &ae) || ae.Status != tc.wantAPI.Status || ae.Code != tc.wantAPI.Code || ae.Type != tc.wantAPI.Type ||
-					!strings.Contains(ae.Message, "prompt too long") {
+					!strings.Contains(ae.Message, map[string]string{"rejected": "prompt too long", "failed": "every provider for tier-5 failed"}[tc.wantSaw]) {
 					t.Fatalf("err = %#v, want status %d code %s type %s", err, tc.wantAPI.Status, tc.wantAPI.Code, tc.wantAPI.Type)
 				}
 			default:
@@ -137,6 +140,10 @@ func TestStreamLivenessCarriesClientThroughFailover(t *testing.T) {
 			}
 			if tc.wantSaw == "rejected" && (rec.Outcome != gateway.OutcomeRejected || rec.Status != http.StatusBadRequest) {
 				t.Errorf("request = %+v", rec)
+			}
+			if tc.wantSaw == "failed" && (rec.Outcome != gateway.OutcomeFailed || rec.Status != http.StatusBadGateway ||
+				atts[1].Outcome != gateway.OutcomeRetryable || !strings.Contains(atts[1].Error, "stalled")) {
+				t.Errorf("request = %+v, attempts %+v", rec, atts)
 			}
 		})
 	}
