@@ -108,6 +108,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		fail(http.StatusNotFound, "pinned_target_not_found", fmt.Sprintf("the pinned candidate is not one of %s's", model))
 		return
 	}
+	w, endLiveness, err := withLiveness(w, r, rec.Stream)
+	if err != nil {
+		fail(http.StatusBadRequest, "invalid_stream_liveness", err.Error())
+		return
+	}
+	defer endLiveness()
 	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
 	x := &exchange{g: g, w: w, ctx: ctx, path: path, fields: fields, rec: rec, start: start}

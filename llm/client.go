@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -59,6 +60,11 @@ type ClientOptions struct {
 	// ErrCallTimeLimit. 0 means DefaultCallTimeLimit, a negative value no
 	// limit.
 	CallTimeLimit time.Duration
+	// GatewayLiveness asks the server — an agentstack gateway — for liveness
+	// events on streams (HeaderStreamLiveness): while the gateway fails over
+	// from a stalled candidate it sends them, and they renew the inactivity
+	// limit (never the absolute one). Only with a positive inactivity limit.
+	GatewayLiveness bool
 }
 
 // DefaultStreamInactivity is the stream inactivity limit: the clock starts
@@ -118,6 +124,7 @@ type Client struct {
 	client     *http.Client
 	inactivity time.Duration
 	limit      time.Duration
+	liveness   bool // GatewayLiveness with an inactivity limit
 }
 
 // NewClient returns a client for opts.BaseURL.
@@ -132,6 +139,7 @@ func NewClient(opts ClientOptions) *Client {
 	if c.limit == 0 {
 		c.limit = DefaultCallTimeLimit
 	}
+	c.liveness = opts.GatewayLiveness && c.inactivity >= time.Millisecond
 	return c
 }
 
@@ -159,6 +167,9 @@ func (c *Client) startTimers(ctx context.Context, stream bool) (context.Context,
 	if stream && c.inactivity > 0 {
 		t.inactivity = c.inactivity
 		t.stalled = fmt.Errorf("%w: no data from the model for %s", ErrStreamStalled, c.inactivity)
+		if c.liveness {
+			t.stalled = fmt.Errorf("%w: neither data nor a liveness event from the gateway at %s for %s", ErrStreamStalled, c.base, c.inactivity)
+		}
 		t.idle = time.AfterFunc(c.inactivity, func() { cancel(t.stalled) })
 	}
 	return sctx, t, cancel
@@ -174,6 +185,19 @@ func (t *callTimers) pause() error {
 		return t.tooLong
 	}
 	t.left -= time.Since(t.since)
+	return nil
+}
+
+// alive renews the inactivity limit on a gateway's liveness event, which is
+// not the model's output: the absolute limit runs on.
+func (t *callTimers) alive() error {
+	if t.idle == nil {
+		return nil
+	}
+	if !t.idle.Stop() {
+		return t.stalled
+	}
+	t.idle.Reset(t.inactivity)
 	return nil
 }
 
@@ -218,6 +242,9 @@ func (c *Client) post(ctx context.Context, path string, body any, stream bool) (
 	req.Header.Set("Content-Type", "application/json")
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
+		if c.liveness {
+			req.Header.Set(HeaderStreamLiveness, strconv.FormatInt(c.inactivity.Milliseconds(), 10))
+		}
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
@@ -291,6 +318,8 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // stream with an *APIError; no data event within the client's inactivity
 // limit ends it with ErrStreamStalled, and a stream still running at the
 // absolute limit with ErrCallTimeLimit (both with the partial response).
+// With GatewayLiveness a gateway's liveness events renew the inactivity
+// limit; they are never chunks.
 func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(StreamChunk) error) (*ChatResponse, error) {
 	r := *req
 	r.Stream, r.StreamOptions = true, &StreamOptions{IncludeUsage: true}
@@ -308,7 +337,7 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 	defer resp.Body.Close()
 	var acc Accumulator
 	var dec chunkDecoder
-	err = ReadSSE(resp.Body, func(data []byte) error {
+	err = readStream(resp.Body, c.liveness, timers.alive, func(data []byte) error {
 		// Only a data event is progress; the time the caller spends in
 		// onChunk is not the model's.
 		if err := timers.pause(); err != nil {
@@ -327,7 +356,11 @@ func (c *Client) ChatStream(ctx context.Context, req *ChatRequest, onChunk func(
 			case CallTimeLimitCode:
 				return &limitError{ErrCallTimeLimit, chunk.Error.Message}
 			}
-			return &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type, Code: code}
+			e := &APIError{Message: chunk.Error.Message, Type: chunk.Error.Type, Code: code}
+			if c.liveness {
+				e.Status = inBandStatus(data)
+			}
+			return e
 		}
 		acc.Add(chunk)
 		if onChunk != nil {

@@ -348,13 +348,17 @@ func contextWindow(gw *gateway.Switch, model string) func() int {
 // hostModelOptions configures the host's model client. With the gateway in
 // this process (inProcess, its handler) the client makes no network hop and leaves the time limits
 // to the gateway, which times each candidate's attempt and so can move a
-// stalled one on to the next candidate; a gateway elsewhere is timed by
-// the client with the same settings.
+// stalled one on to the next candidate. A gateway elsewhere is timed by the
+// client with the same settings, and asked for liveness events: while it
+// fails over from a stalled candidate they keep the client's inactivity
+// limit, which would otherwise run out first, from ending the call; a
+// gateway that sends neither data nor liveness still times out.
 func hostModelOptions(sc *serveConfig, gatewayURL, key string, inProcess http.Handler) llm.ClientOptions {
-	opts := llm.ClientOptions{BaseURL: gatewayURL, APIKey: key, StreamInactivity: sc.streamInactivity, CallTimeLimit: sc.requestTimeout}
+	opts := llm.ClientOptions{BaseURL: gatewayURL, APIKey: key, StreamInactivity: sc.streamInactivity, CallTimeLimit: sc.requestTimeout,
+		GatewayLiveness: true}
 	if inProcess != nil {
 		opts.HTTPClient = &http.Client{Transport: gateway.InProcess(inProcess)}
-		opts.StreamInactivity, opts.CallTimeLimit = -1, -1
+		opts.StreamInactivity, opts.CallTimeLimit, opts.GatewayLiveness = -1, -1, false
 	}
 	return opts
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -108,7 +109,11 @@ func runServe(t *testing.T, env *cliEnv, home string) (base, token string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostLn, gwLn := loopback(t), loopback(t)
+	hostLn := loopback(t)
+	var gwLn net.Listener // none when GATEWAY_BASE_URL names another gateway, as serveListeners does
+	if sc.gatewayBaseURL == "" {
+		gwLn = loopback(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, env, sc, hostLn, gwLn) }()
