@@ -125,21 +125,21 @@ type serveConfig struct {
 
 func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 	sc := &serveConfig{
-		home:             cfg.Home,
-		hostPort:         cfg.Port("HOST_PORT", 4317),
-		gatewayPort:      cfg.Port("GATEWAY_PORT", 4000),
-		gatewayBaseURL:   cfg.URL("GATEWAY_BASE_URL", ""),
-		gatewayConfig:    cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
-		gatewayKey:       cfg.String("GATEWAY_API_KEY", ""),
-		requestTimeout:   cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
-		streamInactivity: cfg.Millis("MODEL_STREAM_INACTIVITY_MS", llm.DefaultStreamInactivity, time.Second, time.Hour),
-		authToken:        cfg.String("STEWARD_AUTH_TOKEN", ""),
-		hostTier:         cfg.String("HOST_TIER", "tier-5"),
-		approvalTimeout:  cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
-		lookup:           cfg.Lookup,
-		tlsCert:          cfg.Path("STEWARD_TLS_CERT", ""),
-		tlsKey:           cfg.Path("STEWARD_TLS_KEY", ""),
+		home:            cfg.Home,
+		hostPort:        cfg.Port("HOST_PORT", 4317),
+		gatewayPort:     cfg.Port("GATEWAY_PORT", 4000),
+		gatewayBaseURL:  cfg.URL("GATEWAY_BASE_URL", ""),
+		gatewayConfig:   cfg.Path("GATEWAY_CONFIG", filepath.Join(cfg.Home, "gateway.yaml")),
+		gatewayKey:      cfg.String("GATEWAY_API_KEY", ""),
+		requestTimeout:  cfg.Millis("GATEWAY_REQUEST_TIMEOUT_MS", gateway.DefaultRequestTimeout, time.Second, time.Hour),
+		authToken:       cfg.String("STEWARD_AUTH_TOKEN", ""),
+		hostTier:        cfg.String("HOST_TIER", "tier-5"),
+		approvalTimeout: cfg.Millis("APPROVAL_TIMEOUT_MS", policy.DefaultApprovalTimeout, time.Second, 24*time.Hour),
+		lookup:          cfg.Lookup,
+		tlsCert:         cfg.Path("STEWARD_TLS_CERT", ""),
+		tlsKey:          cfg.Path("STEWARD_TLS_KEY", ""),
 	}
+	sc.streamInactivity = cfg.Millis("MODEL_STREAM_INACTIVITY_MS", defaultStreamInactivity(sc.requestTimeout), time.Second, time.Hour)
 	sc.tlsPort = cfg.Port("STEWARD_TLS_PORT", min(sc.hostPort+1, 65535))
 	for _, o := range strings.Split(cfg.String("HOST_ALLOWED_ORIGINS", ""), ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -156,6 +156,24 @@ func readServeConfig(cfg *config.Config) (*serveConfig, error) {
 		return nil, errors.New("invalid settings:\nSTEWARD_TLS_CERT is not set: the HTTPS listener needs both STEWARD_TLS_CERT and STEWARD_TLS_KEY (or neither)")
 	}
 	return sc, nil
+}
+
+// stewardStreamInactivity is Steward's default stream inactivity limit: a
+// third of the default request deadline, so that a model that stalls leaves
+// the next candidates time to answer within the one deadline every attempt
+// shares (with Saivage's 120 s, equal to the deadline, a stall used it all
+// and no other candidate was ever tried).
+const stewardStreamInactivity = 40 * time.Second
+
+// defaultStreamInactivity is MODEL_STREAM_INACTIVITY_MS when unset: 40 s, or
+// a third of a shorter GATEWAY_REQUEST_TIMEOUT_MS. Under 3 s a failover has
+// no room anyway, and the deadline alone ends the call.
+func defaultStreamInactivity(requestTimeout time.Duration) time.Duration {
+	third := requestTimeout / 3
+	if third < time.Second {
+		return llm.DefaultStreamInactivity
+	}
+	return min(stewardStreamInactivity, third)
 }
 
 // serveListeners opens the host's port and, unless GATEWAY_BASE_URL names

@@ -17,6 +17,7 @@ import (
 // that sends nothing is given up: a short limit moves the host's call on to
 // the next candidate, a long one waits for the slow (local) model.
 // GATEWAY_REQUEST_TIMEOUT_MS bounds the whole call: a short one ends it.
+// Unset, the inactivity limit leaves room for a failover within the deadline.
 func TestModelTimeSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -27,6 +28,9 @@ func TestModelTimeSettings(t *testing.T) {
 		{"long inactivity limit waits", map[string]string{"MODEL_STREAM_INACTIVITY_MS": "60000"}, "slow"},
 		{"short request timeout ends the call", map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "1000"}, ""},
 		{"long request timeout waits", map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "60000"}, "slow"},
+		// Unset, the inactivity limit is a third of the deadline (2 s here):
+		// a stall leaves the next candidate time to answer.
+		{"the default inactivity limit leaves room to fail over", map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "6000"}, "fast"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := llmtest.NewServer(t)
@@ -70,5 +74,34 @@ func TestModelTimeSettings(t *testing.T) {
 				t.Errorf("upstream saw %v, want the slow candidate first", models)
 			}
 		})
+	}
+}
+
+// TestDefaultStreamInactivity: the default inactivity limit is 40 s under
+// the default 120 s deadline, a third of a shorter one, and out of the way of
+// a deadline too short for any failover.
+func TestDefaultStreamInactivity(t *testing.T) {
+	for _, tc := range []struct {
+		vars map[string]string
+		want time.Duration
+	}{
+		{map[string]string{}, 40 * time.Second},
+		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "600000"}, 40 * time.Second},
+		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "30000"}, 10 * time.Second},
+		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "2000"}, llm.DefaultStreamInactivity},
+		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "30000", "MODEL_STREAM_INACTIVITY_MS": "90000"}, 90 * time.Second},
+	} {
+		env, _, _ := testEnv(t, tc.vars)
+		cfg, err := env.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := readServeConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.streamInactivity != tc.want {
+			t.Errorf("%v: inactivity limit %v, want %v", tc.vars, sc.streamInactivity, tc.want)
+		}
 	}
 }

@@ -28,7 +28,7 @@ var Vars = []Var{
 	{Name: "GATEWAY_CONFIG", Default: "$STEWARD_HOME/gateway.yaml", Purpose: "Gateway providers, models and rates."},
 	{Name: "GATEWAY_API_KEY", Purpose: "Bearer key required on the gateway's model routes when set.", Secret: true},
 	{Name: "GATEWAY_REQUEST_TIMEOUT_MS", Default: "120000", Purpose: "One deadline shared by every attempt of a gateway request, stream included (1000–3600000)."},
-	{Name: "MODEL_STREAM_INACTIVITY_MS", Default: "120000", Purpose: "How long a model may send nothing, from the request on, before its attempt fails and the gateway tries the next candidate (1000–3600000); raise it, with GATEWAY_REQUEST_TIMEOUT_MS, for a slow local model. With GATEWAY_BASE_URL set it is also how long the host waits for the gateway to send data or a liveness event (docs/protocol.md) before the call fails."},
+	{Name: "MODEL_STREAM_INACTIVITY_MS", Default: "40000", Purpose: "How long a model may send nothing, from the request on, before its attempt fails and the gateway tries the next candidate (1000–3600000; unset: 40000, or a third of a shorter GATEWAY_REQUEST_TIMEOUT_MS, so a stall leaves the next candidates time within the shared deadline); raise it, with GATEWAY_REQUEST_TIMEOUT_MS, for a slow local model. With GATEWAY_BASE_URL set it is also how long the host waits for the gateway to send data or a liveness event (docs/protocol.md) before the call fails."},
 	{Name: "HOST_TIER", Default: "tier-5", Purpose: "Public model name the agent uses."},
 	{Name: "DEEPSEEK_API_KEY", Purpose: "DeepSeek key for the default paid tiers.", Secret: true},
 	{Name: "MODEL_API_KEY", Purpose: "Key of the provider chosen with `steward setup` or the first-run screen (gateway.yaml names it).", Secret: true},
