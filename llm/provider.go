@@ -116,11 +116,14 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if mw.MaxOutputTokens > 0 && (cr.MaxTokens == 0 || cr.MaxTokens > mw.MaxOutputTokens) {
 		cr.MaxTokens = mw.MaxOutputTokens
 		fields["max_tokens"], _ = json.Marshal(cr.MaxTokens)
+		body = joinFields(fields)
 	}
 	fr := FailedRequest{Model: cr.Model, Protocol: mw.Protocol}
 	if mw.Protocol == ProtocolChat {
+		// A body within the model's limits goes out exactly as received: a
+		// request plan's admitted bytes are what the provider gets.
 		fr.Endpoint = "/chat/completions"
-		return t.send(req, fr.Endpoint, joinFields(fields), nil, fr)
+		return t.send(req, fr.Endpoint, body, nil, fr)
 	}
 	opts := ResponsesOptions{Protocol: mw.Protocol, ReasoningEffort: mw.ReasoningEffort, Producer: t.o.Producer, Stream: cr.Stream}
 	hdr := http.Header{}
@@ -176,6 +179,12 @@ func CodexCacheKey(ctx context.Context, seed, model string) string {
 	h := sha256.Sum256([]byte(seed + "\x00" + owner))
 	return hex.EncodeToString(h[:16])
 }
+
+// Refuses says why the model's declared capabilities refuse a request
+// ("" when they admit it): the check a ProviderTransport makes before
+// sending, for a caller that admits candidates before building their
+// requests.
+func (mw ModelWire) Refuses(cr *ChatRequest) string { return admit(cr, mw) }
 
 // admit says why a request cannot go to a model ("" when it can).
 func admit(cr *ChatRequest, mw ModelWire) string {

@@ -237,31 +237,6 @@ func (iv *invoker) maintain(ctx context.Context, mode compactMode, msgs []llm.Me
 	return next, err == nil, err
 }
 
-// admit is local admission before primary I/O: when the exact request
-// (agent.Account: ceil(body bytes/4) plus image raster reservations) is
-// larger than the route's usable input, floor(U×C)−O, it makes one
-// local-exact compaction and admits the rebuilt request. A request that
-// still does not fit is refused without being sent: one local pass, never
-// a second.
-func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, error) {
-	usable := iv.route.UsableInput
-	need := agent.Account(iv.request(msgs, tools)).Tokens()
-	if usable <= 0 || need <= usable {
-		return msgs, nil
-	}
-	next, ok, err := iv.maintain(ctx, compactLocalExact, msgs, tools)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if need = agent.Account(iv.request(next, tools)).Tokens(); need <= usable {
-			return next, nil
-		}
-	}
-	iv.rt.logEvent("admission_refused", map[string]any{"session": iv.sess.id, "tokens": need, "usable_input": usable, "compacted": ok})
-	return nil, fmt.Errorf("the request needs about %d tokens, more than the usable input of %d, after one local compaction: it was not sent", need, usable)
-}
-
 // request is the primary request for msgs: one canonical body, the same for
 // local admission and the send.
 func (iv *invoker) request(msgs []llm.Message, tools []llm.Tool) *llm.ChatRequest {

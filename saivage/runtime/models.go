@@ -44,6 +44,24 @@ type RouteBinding struct {
 	UsableInput int
 	// Budget is the context budget of the candidate that gives UsableInput.
 	Budget agent.Budget
+	// Members are the gateway targets of the candidates (each account
+	// serving one), in failover order: what request plans are built for.
+	Members []RouteMember
+}
+
+// RouteMember is one target of a route, the structured candidate a request
+// plan is built for: its account's gateway target, the capability snapshot
+// taken at binding, the adapter (wire protocol and admission rules) and
+// its own context budget.
+type RouteMember struct {
+	// Candidate is the route's candidate the target serves (provider/model).
+	Candidate string
+	Target    gateway.Target
+	Caps      config.Capabilities
+	Wire      llm.ModelWire
+	// Budget is this member's own: usable input floor(U×C)−O, with O the
+	// output limit its requests carry (Budget.MaxOutput; 0 sends none).
+	Budget agent.Budget
 }
 
 // Models binds the configuration's routes to an in-process gateway.
@@ -307,8 +325,14 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 						return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
 					}
 					gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: ep.Model, Group: c})
-					if b := budgetOf(capsFor(cfg, ep), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
+					caps := capsFor(cfg, ep)
+					b := budgetOf(caps, comp, r.MaxTokens)
+					if b.UsableInput() > rb.UsableInput {
 						rb.UsableInput, rb.Budget = b.UsableInput(), b
+					}
+					tg := gateway.Target{Provider: gp, Model: ep.Model}
+					if !slices.ContainsFunc(rb.Members, func(m RouteMember) bool { return m.Target == tg }) {
+						rb.Members = append(rb.Members, RouteMember{Candidate: c, Target: tg, Caps: caps, Wire: wireOf(caps), Budget: b})
 					}
 				}
 			}
