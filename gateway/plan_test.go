@@ -1,0 +1,105 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/agentstack/agentstack/gateway"
+	"github.com/agentstack/agentstack/llm"
+	"github.com/agentstack/agentstack/llm/llmtest"
+)
+
+// planBody is a streamed chat body for model, with a field order and
+// spacing the gateway's own serialisation would not produce, so a body
+// that was serialised again cannot pass for the plan's.
+func planBody(model, text string) []byte {
+	return []byte(fmt.Sprintf(`{"stream":true,  "messages":[{"role":"user","content":%q}],"model":%q,"stream_options":{"include_usage":true}}`, text, model))
+}
+
+// TestStreamPlansSendsExactBytes: each candidate receives its own plan's
+// bytes, byte for byte, in the plans' order (here against route order),
+// and a candidate without a plan is not tried.
+func TestStreamPlansSendsExactBytes(t *testing.T) {
+	f := newFixture(t, twoCandidates, gateway.Options{})
+	f.upstream.Enqueue("second", llmtest.Reply{Status: 503})
+	f.upstream.Enqueue("first", llmtest.Reply{Content: "from first"})
+	second := gateway.NewPlan(gateway.Target{Provider: "b", Model: "second"}, planBody("second", "a long history for the big window"))
+	first := gateway.NewPlan(gateway.Target{Provider: "a", Model: "first"}, planBody("first", "short"))
+	resp, tr, err := f.gw.Router().StreamPlans(context.Background(), "tier-5", []gateway.Plan{second, first}, nil)
+	if err != nil || resp.Choices[0].Message.Content != "from first" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	reqs := f.upstream.Requests()
+	if len(reqs) != 2 || !bytes.Equal(reqs[0].Raw, second.Body) || !bytes.Equal(reqs[1].Raw, first.Body) {
+		t.Fatalf("upstream received %d requests, not the plans' bytes", len(reqs))
+	}
+	if len(tr.Attempts) != 2 || tr.Attempts[0].Provider != "b" || tr.Attempts[1].Provider != "a" {
+		t.Fatalf("attempts %+v", tr.Attempts)
+	}
+
+	// Only the planned candidate is tried.
+	f.upstream.Enqueue("second", llmtest.Reply{Status: 503})
+	_, tr, err = f.gw.Router().StreamPlans(context.Background(), "tier-5", []gateway.Plan{second}, nil)
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Status != 502 || len(tr.Attempts) != 1 || len(f.upstream.Requests()) != 3 {
+		t.Fatalf("err %v attempts %+v requests %d", err, tr.Attempts, len(f.upstream.Requests()))
+	}
+}
+
+// TestPlanIntegrity: a plan whose bytes changed after admission is never
+// sent. The IntegrityError escapes as is: no attempt is recorded for it and
+// no later candidate is tried, whether it is the first plan or the second.
+func TestPlanIntegrity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		tamper   int // index of the altered plan
+		wantSent int // requests the upstream receives
+	}{
+		{"first plan", 0, 0},
+		{"second plan after a failover", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, twoCandidates, gateway.Options{})
+			f.upstream.Handle(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Status: 503} })
+			plans := []gateway.Plan{
+				gateway.NewPlan(gateway.Target{Provider: "a", Model: "first"}, planBody("first", "admitted")),
+				gateway.NewPlan(gateway.Target{Provider: "b", Model: "second"}, planBody("second", "admitted")),
+			}
+			admitted := plans[tc.tamper].Hash()
+			// The same backing array: the change reaches the plan the
+			// gateway holds, as an aliasing bug would.
+			copy(plans[tc.tamper].Body[bytes.Index(plans[tc.tamper].Body, []byte("admitted")):], "ALTERED!")
+			_, tr, err := f.gw.Router().StreamPlans(context.Background(), "tier-5", plans, nil)
+			var ie *gateway.IntegrityError
+			if !errors.As(err, &ie) || ie.Want != admitted || ie.Got == admitted || ie.Target != plans[tc.tamper].Target {
+				t.Fatalf("err = %v, want the integrity error of plan %d", err, tc.tamper)
+			}
+			if n := len(f.upstream.Requests()); n != tc.wantSent {
+				t.Errorf("upstream received %d requests, want %d", n, tc.wantSent)
+			}
+			if len(tr.Attempts) != tc.wantSent {
+				t.Errorf("attempts %+v: the failed check was recorded or a later candidate tried", tr.Attempts)
+			}
+			for _, r := range f.upstream.Requests() {
+				if bytes.Contains(r.Raw, []byte("ALTERED")) {
+					t.Error("the altered bytes reached the provider")
+				}
+			}
+		})
+	}
+}
+
+// TestPlanForUnknownCandidate: a plan naming no candidate of the route is
+// refused before anything is sent.
+func TestPlanForUnknownCandidate(t *testing.T) {
+	f := newFixture(t, twoCandidates, gateway.Options{})
+	p := gateway.NewPlan(gateway.Target{Provider: "a", Model: "second"}, planBody("second", "x"))
+	_, _, err := f.gw.Router().StreamPlans(context.Background(), "tier-5", []gateway.Plan{p}, nil)
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "plan_target_not_found" || len(f.upstream.Requests()) != 0 {
+		t.Fatalf("err %v, %d requests", err, len(f.upstream.Requests()))
+	}
+}
