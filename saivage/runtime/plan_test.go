@@ -161,3 +161,49 @@ func TestContextRejectionRebuildsTheFailedCandidateFirst(t *testing.T) {
 		t.Errorf("compactions = %+v", cs)
 	}
 }
+
+// TestLocallyRefusedCandidateIsRebuiltAfterRejection: tier-5 cannot take
+// the conversation (its own window) and is not sent it; tier-3 takes it,
+// then rejects it as too long. The one authoritative compaction rebuilds
+// the context-failed members — tier-3 first, then the locally refused
+// tier-5 — so when tier-3 fails over on the rebuilt request, tier-5 gets
+// the compacted conversation.
+func TestLocallyRefusedCandidateIsRebuiltAfterRejection(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: smallFirstCandidate})
+	e.script.Add("planner@project", call("write", map[string]any{"path": "n1.txt", "content": strings.Repeat("FIRSTNOTE ", 4000)}))
+	e.srv.Enqueue("tier-3",
+		call("glob", map[string]any{"pattern": "*.txt"}),
+		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
+		llmtest.Reply{Status: 503, ErrorMessage: "busy"})
+	e.script.Add("planner@project", finishRun()...)
+	e.script.Add("summary", text("SUMMARY: wrote n1.txt and listed the text files."))
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	var planner []llmtest.Request
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "planner@project" {
+			planner = append(planner, r)
+		}
+	}
+	var models []string
+	for _, r := range planner {
+		m := r.Model
+		if strings.Contains(string(r.Raw), "SUMMARY: wrote n1.txt") {
+			m += "+summary"
+		}
+		if strings.Contains(string(r.Raw), "FIRSTNOTE FIRSTNOTE") {
+			m += "+note"
+		}
+		models = append(models, m)
+	}
+	// The write (tier-5), the glob and the rejection (tier-3, too large
+	// for tier-5), the rebuilt request to tier-3 (503), then tier-5.
+	want := []string{"tier-5", "tier-3+note", "tier-3+note", "tier-3+summary", "tier-5+summary"}
+	if len(models) < len(want) || strings.Join(models[:len(want)], " ") != strings.Join(want, " ") {
+		t.Fatalf("planner requests went to %v, want %v first", models, want)
+	}
+	if cs := compactions(e); len(cs) != 1 || cs[0]["mode"] != "authoritative" {
+		t.Errorf("compactions = %+v", cs)
+	}
+}
