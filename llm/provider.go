@@ -102,8 +102,7 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return jsonError(req, http.StatusNotFound, "not_found", fmt.Sprintf("%s serves only chat completions and embeddings", t.o.Name)), nil
 	}
 	var cr ChatRequest
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &cr); err != nil || json.Unmarshal(body, &fields) != nil || fields == nil {
+	if err := json.Unmarshal(body, &cr); err != nil || !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return jsonError(req, http.StatusBadRequest, "invalid_request", "request is not a chat completion object"), nil
 	}
 	mw := t.o.Models(cr.Model)
@@ -115,6 +114,9 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	if mw.MaxOutputTokens > 0 && (cr.MaxTokens == 0 || cr.MaxTokens > mw.MaxOutputTokens) {
 		cr.MaxTokens = mw.MaxOutputTokens
+		// Only then is the body rewritten (it parsed as an object above).
+		var fields map[string]json.RawMessage
+		json.Unmarshal(body, &fields)
 		fields["max_tokens"], _ = json.Marshal(cr.MaxTokens)
 		body = joinFields(fields)
 	}
