@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/agentstack/agentstack/gateway"
@@ -101,5 +102,35 @@ func TestPlanForUnknownCandidate(t *testing.T) {
 	var ae *llm.APIError
 	if !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "plan_target_not_found" || len(f.upstream.Requests()) != 0 {
 		t.Fatalf("err %v, %d requests", err, len(f.upstream.Requests()))
+	}
+}
+
+// TestStreamEventsLongerThanTheReadBuffer: a stream event far longer than
+// the gateway's 32 KiB event buffer (a long summary in a few chunks) is
+// forwarded whole, streamed or through a plan.
+func TestStreamEventsLongerThanTheReadBuffer(t *testing.T) {
+	f := newFixture(t, twoCandidates, gateway.Options{})
+	big := strings.Repeat("an overlong summary ", 5000) // three events of about 33 KB
+	for _, tc := range []struct {
+		name string
+		send func() (*llm.ChatResponse, error)
+	}{
+		{"stream", func() (*llm.ChatResponse, error) {
+			resp, _, err := f.gw.Router().Stream(context.Background(), &llm.ChatRequest{Model: "tier-5", Messages: []llm.Message{{Role: "user", Content: "hi"}}}, nil)
+			return resp, err
+		}},
+		{"plan", func() (*llm.ChatResponse, error) {
+			p := gateway.NewPlan(gateway.Target{Provider: "a", Model: "first"}, planBody("first", "hi"))
+			resp, _, err := f.gw.Router().StreamPlans(context.Background(), "tier-5", []gateway.Plan{p}, nil)
+			return resp, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.upstream.Enqueue("first", llmtest.Reply{Content: big})
+			resp, err := tc.send()
+			if err != nil || resp.Choices[0].Message.Content != big {
+				t.Fatalf("err %v, content of %d bytes, want %d", err, len(resp.Choices[0].Message.Content), len(big))
+			}
+		})
 	}
 }

@@ -548,9 +548,11 @@ func readEvent(r *bufio.Reader, raw, data []byte) ([]byte, []byte, error) {
 	for {
 		line, err := r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			// An over-long line: collect it whole.
+			// An over-long line: collect it whole, copying its head out of
+			// the reader's buffer before the next read overwrites it.
+			head := append([]byte(nil), line...)
 			rest, err2 := r.ReadBytes('\n')
-			line, err = append(append([]byte(nil), line...), rest...), err2
+			line, err = append(head, rest...), err2
 		}
 		if err != nil {
 			if err == io.EOF && len(raw) > 0 {

@@ -2,13 +2,12 @@ package runtime
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
@@ -146,7 +145,7 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			sent = []*requestPlan{pin}
 		}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
-		resp, attempts, err := iv.sendPlans(ctx, sent, onChunk)
+		resp, attempts, err := iv.sendPlans(ctx, "primary", iv.route.Public, sent, onChunk)
 		if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {
 			return nil, err // a defect, not a provider failure: no retry, no evidence
 		}
@@ -226,18 +225,21 @@ func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
 	return iv.rt.opts.Sleep(ctx, d)
 }
 
-// sendPlans sends a primary request as its admitted plans, in order, and
-// records its evidence: the exact bytes and hash of the plan of the
-// candidate that answered (or was tried last), and each attempt's hash.
-// An integrity failure returns before any evidence is written.
-func (iv *invoker) sendPlans(ctx context.Context, plans []*requestPlan, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
-	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00primary")
+// sendPlans sends a request as its admitted plans, in order, through the
+// route's public name, and records its evidence: the exact bytes and hash
+// of the plan of the candidate that answered (or was tried last), and each
+// attempt's hash. An integrity failure returns before any evidence is
+// written.
+func (iv *invoker) sendPlans(ctx context.Context, kind, public string, plans []*requestPlan, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
+	// The Codex prompt cache is keyed by the invocation's owner: this
+	// session, and its summarizer apart from it.
+	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00"+kind)
 	gp := make([]gateway.Plan, len(plans))
 	for i, p := range plans {
 		gp[i] = p.plan
 	}
 	start := time.Now()
-	resp, trace, err := iv.rt.models.router.StreamPlans(ctx, iv.route.Public, gp, onChunk)
+	resp, trace, err := iv.rt.models.router.StreamPlans(ctx, public, gp, onChunk)
 	if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {
 		return nil, nil, err
 	}
@@ -247,49 +249,50 @@ func (iv *invoker) sendPlans(ctx context.Context, plans []*requestPlan, onChunk 
 			shown = p
 		}
 	}
-	iv.evidence(start, "primary", shown.req, shown.plan.Body, shown.plan.Hash(), resp, trace, err, func(a gateway.AttemptRecord) string {
-		if p := planFor(plans, a.Provider, a.UpstreamModel); p != nil {
-			return p.plan.Hash()
-		}
-		return ""
-	})
+	iv.evidence(start, kind, shown, resp, trace, err, plans)
 	return resp, trace.Attempts, err
 }
 
-// send performs one request through the route's public name, as the
-// gateway serialises it for each candidate (summary calls), and records
-// its evidence.
+// send performs a request outside a primary turn (a summary fold, whose
+// model is the session's route or the summarizer) as request plans of
+// that route's capable members, each admitted against its own usable
+// input, and records its evidence.
 func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
-	// The Codex prompt cache is keyed by the invocation's owner: this
-	// session, and its summarizer apart from it.
-	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00"+kind)
-	body, _ := json.Marshal(creq)
-	sum := sha256.Sum256(body)
-	start := time.Now()
-	var resp *llm.ChatResponse
-	var trace *gateway.Trace
-	var err error
-	if onChunk != nil {
-		resp, trace, err = iv.rt.models.router.Stream(ctx, creq, onChunk)
-	} else {
-		resp, trace, err = iv.rt.models.router.Do(ctx, creq)
+	rb := iv.route
+	if s := iv.rt.models.summarizer; s != "" && creq.Model == s {
+		rb = iv.rt.models.summary
 	}
-	iv.evidence(start, kind, creq, body, hex.EncodeToString(sum[:]), resp, trace, err, func(gateway.AttemptRecord) string { return "" })
-	return resp, trace.Attempts, err
+	members, why := capable(rb, creq)
+	if len(members) == 0 {
+		return nil, nil, fmt.Errorf("no candidate of %s can take the %s request: %s", rb.Name, kind, strings.Join(why, "; "))
+	}
+	a, err := plans(members, creq)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(a.admitted) == 0 {
+		need, usable := tooLarge(a.refused)
+		return nil, nil, fmt.Errorf("the %s request needs about %d tokens, more than the usable input of %d: it was not sent", kind, need, usable)
+	}
+	return iv.sendPlans(ctx, kind, rb.Public, a.admitted, onChunk)
 }
 
 // evidence writes one exchange's evidence row (and, for a primary call,
-// the latest exchange): body and hash are the request's exact bytes,
-// attemptHash each attempt's ("" when unknown).
-func (iv *invoker) evidence(start time.Time, kind string, creq *llm.ChatRequest, body []byte, hash string, resp *llm.ChatResponse, trace *gateway.Trace, err error, attemptHash func(gateway.AttemptRecord) string) {
+// the latest exchange): the exact bytes and hash of shown, and each
+// attempt's plan hash.
+func (iv *invoker) evidence(start time.Time, kind string, shown *requestPlan, resp *llm.ChatResponse, trace *gateway.Trace, err error, plans []*requestPlan) {
 	rec, attempts := trace.Request, trace.Attempts
+	creq := shown.req
 	row := exchangeRow{ID: state.NewUUID(), Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
 		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
-		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(body), RequestSHA256: hash,
+		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(shown.plan.Body), RequestSHA256: shown.plan.Hash(),
 		Messages: len(creq.Messages), Tools: len(creq.Tools), Attempts: []attemptEvidence{}}
 	for _, a := range attempts {
-		row.Attempts = append(row.Attempts, attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error,
-			RequestSHA256: attemptHash(a)})
+		ev := attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error}
+		if p := planFor(plans, a.Provider, a.UpstreamModel); p != nil {
+			ev.RequestSHA256 = p.plan.Hash()
+		}
+		row.Attempts = append(row.Attempts, ev)
 	}
 	if err != nil {
 		row.Error = iv.rt.redact(err.Error())

@@ -69,6 +69,8 @@ type Models struct {
 	router     *gateway.Router
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
+	// summary is the summarizer's binding (its members), when configured.
+	summary    RouteBinding
 	compaction config.Compaction
 }
 
@@ -117,14 +119,20 @@ func wireOf(caps config.Capabilities) llm.ModelWire {
 	return w
 }
 
+// outputLimit is the output limit a candidate's request carries when
+// asked is wanted (0: none): asked within the model's maxOutputTokens, or
+// that maximum (the limit the transport would impose anyway).
+func outputLimit(caps config.Capabilities, asked int) int {
+	if asked <= 0 || (caps.MaxOutputTokens > 0 && asked > caps.MaxOutputTokens) {
+		return caps.MaxOutputTokens
+	}
+	return asked
+}
+
 // budgetOf is a candidate's context budget: usable input floor(window × U) − O,
 // 0 when the window is unknown.
 func budgetOf(caps config.Capabilities, comp config.Compaction, maxTokens int) agent.Budget {
-	out := maxTokens
-	if out <= 0 || (caps.MaxOutputTokens > 0 && out > caps.MaxOutputTokens) {
-		out = caps.MaxOutputTokens // the transport caps the request to it
-	}
-	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: out,
+	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: outputLimit(caps, maxTokens),
 		Utilization: comp.ContextUtilizationFraction, Trigger: comp.TriggerFraction}
 }
 
@@ -340,8 +348,13 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 		}
 	}
 	if s := comp.SummarizerCandidate; s != nil {
+		m.summary = RouteBinding{Name: "summarizer", Public: summarizerRoute, MaxTokens: summaryMaxTokens}
 		for _, ep := range endpointsFor(cfg, config.Candidate{Provider: s.Provider, Account: s.Account, Model: s.Model}) {
-			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model, Group: "summarizer"})
+			gp := gatewayName(ep.Provider, ep.Account)
+			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gp, Model: ep.Model, Group: "summarizer"})
+			caps := capsFor(cfg, ep)
+			m.summary.Members = append(m.summary.Members, RouteMember{Candidate: "summarizer", Target: gateway.Target{Provider: gp, Model: ep.Model},
+				Caps: caps, Wire: wireOf(caps), Budget: budgetOf(caps, comp, summaryMaxTokens)})
 		}
 		m.summarizer = summarizerRoute
 	}

@@ -14,12 +14,15 @@ import (
 
 // requestPlan is a CandidateRequestPlan: one route member's request for a
 // projection, serialised once. It keeps the structured candidate (the
-// member: target, capability snapshot, adapter, budget), the structured
-// request and its exact bytes with their admission hash; admission,
-// retries and the send all use these same bytes.
+// member: target, capability snapshot, adapter), the structured request,
+// the budget it is admitted against and its exact bytes with their
+// admission hash; admission, retries and the send all use these same
+// bytes.
 type requestPlan struct {
 	member RouteMember
 	req    *llm.ChatRequest
+	// budget is the member's, with the output limit this request carries.
+	budget agent.Budget
 	// acct is the exact accounting: the canonical body and the raster
 	// reservation of the images it carries.
 	acct agent.Accounting
@@ -32,27 +35,30 @@ func (p *requestPlan) tokens() int { return p.acct.Tokens() }
 // fits reports whether the plan is within its own member's usable input
 // (always, when the member's window is unknown).
 func (p *requestPlan) fits() bool {
-	u := p.member.Budget.UsableInput()
+	u := p.budget.UsableInput()
 	return u <= 0 || p.tokens() <= u
 }
 
-// buildPlan maps the projection onto m's request and serialises it: the
-// member's upstream model and output limit, the route's temperature, a
-// stream with usage.
-func (iv *invoker) buildPlan(m RouteMember, msgs []llm.Message, tools []llm.Tool) (*requestPlan, error) {
-	req := &llm.ChatRequest{Model: m.Target.Model, Messages: msgs, Tools: tools, MaxTokens: m.Budget.MaxOutput,
-		Temperature: iv.route.Temperature, Stream: true, StreamOptions: &llm.StreamOptions{IncludeUsage: true}}
-	body, err := json.Marshal(req)
+// buildPlan maps base (the messages, tools, temperature and wanted output
+// limit of the call) onto m's request and serialises it: the member's
+// upstream model and output limit, a stream with usage.
+func buildPlan(m RouteMember, base *llm.ChatRequest) (*requestPlan, error) {
+	req := *base
+	req.Model, req.MaxTokens = m.Target.Model, outputLimit(m.Caps, base.MaxTokens)
+	req.Stream, req.StreamOptions = true, &llm.StreamOptions{IncludeUsage: true}
+	body, err := json.Marshal(&req)
 	if err != nil {
 		return nil, fmt.Errorf("serialise the request for %s: %w", m.Candidate, err)
 	}
 	a := agent.Accounting{Body: body}
-	for _, msg := range msgs {
+	for _, msg := range req.Messages {
 		for _, img := range msg.Images {
 			a.Raster += agent.RasterTokens(img)
 		}
 	}
-	return &requestPlan{member: m, req: req, acct: a, plan: gateway.NewPlan(m.Target, body)}, nil
+	b := m.Budget
+	b.MaxOutput = req.MaxTokens
+	return &requestPlan{member: m, req: &req, budget: b, acct: a, plan: gateway.NewPlan(m.Target, body)}, nil
 }
 
 // admission is a projection's admitted membership, in route order: the
@@ -64,15 +70,14 @@ type admission struct {
 	refused  []*requestPlan
 }
 
-// capable returns the route members whose capabilities take this request,
-// and why each of the others does not. Incapable members are outside the
+// capable returns the members of rb whose capabilities take base, and
+// why each of the others does not. Incapable members are outside the
 // membership: they neither trigger nor suppress a size compaction.
-func (iv *invoker) capable(msgs []llm.Message, tools []llm.Tool) ([]RouteMember, []string) {
-	probe := &llm.ChatRequest{Messages: msgs, Tools: tools}
+func capable(rb RouteBinding, base *llm.ChatRequest) ([]RouteMember, []string) {
 	var out []RouteMember
 	var why []string
-	for _, m := range iv.route.Members {
-		if r := m.Wire.Refuses(probe); r != "" {
+	for _, m := range rb.Members {
+		if r := m.Wire.Refuses(base); r != "" {
 			why = append(why, m.Target.Provider+"/"+m.Target.Model+" "+r)
 			continue
 		}
@@ -81,12 +86,12 @@ func (iv *invoker) capable(msgs []llm.Message, tools []llm.Tool) ([]RouteMember,
 	return out, why
 }
 
-// plans builds and admits a plan for each of members, each against its
-// own usable input.
-func (iv *invoker) plans(members []RouteMember, msgs []llm.Message, tools []llm.Tool) (*admission, error) {
+// plans builds and admits a plan of base for each of members, each
+// against its own usable input.
+func plans(members []RouteMember, base *llm.ChatRequest) (*admission, error) {
 	a := &admission{}
 	for _, m := range members {
-		p, err := iv.buildPlan(m, msgs, tools)
+		p, err := buildPlan(m, base)
 		if err != nil {
 			return nil, err
 		}
@@ -99,6 +104,31 @@ func (iv *invoker) plans(members []RouteMember, msgs []llm.Message, tools []llm.
 	return a, nil
 }
 
+// primary is the call a primary request plan is built from: the
+// projection, the tools and the route's output limit and temperature.
+func (iv *invoker) primary(msgs []llm.Message, tools []llm.Tool) *llm.ChatRequest {
+	return &llm.ChatRequest{Messages: msgs, Tools: tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
+}
+
+// notAdmitted logs the members whose plans did not fit.
+func (iv *invoker) notAdmitted(refused []*requestPlan, after string) {
+	for _, p := range refused {
+		data := map[string]any{"session": iv.sess.id, "candidate": p.member.Candidate,
+			"target": p.member.Target.Provider + "/" + p.member.Target.Model, "tokens": p.tokens(), "usable_input": p.budget.UsableInput()}
+		if after != "" {
+			data["after"] = after
+		}
+		iv.rt.logEvent("candidate_not_admitted", data)
+	}
+}
+
+// tooLarge is the refusal of a request no capable member admitted: the
+// numbers of the member with the most room, the nearest to fitting.
+func tooLarge(refused []*requestPlan) (need, usable int) {
+	p := slices.MaxFunc(refused, func(x, y *requestPlan) int { return x.budget.UsableInput() - y.budget.UsableInput() })
+	return p.tokens(), p.budget.UsableInput()
+}
+
 // admit is local admission before primary I/O. The capable members are
 // admitted once per projection in route order, each plan against its own
 // member's usable input floor(U×C)−O. When none fits, one local-exact
@@ -107,11 +137,11 @@ func (iv *invoker) plans(members []RouteMember, msgs []llm.Message, tools []llm.
 // local pass, never a second). Members that do not fit while others do
 // are not sent to; they stay in the admission as context-failed.
 func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) (*admission, []llm.Message, error) {
-	members, why := iv.capable(msgs, tools)
+	members, why := capable(iv.route, iv.primary(msgs, tools))
 	if len(members) == 0 {
 		return nil, nil, fmt.Errorf("no candidate of route %s can take this request: %s", iv.route.Name, strings.Join(why, "; "))
 	}
-	a, err := iv.plans(members, msgs, tools)
+	a, err := plans(members, iv.primary(msgs, tools))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,21 +153,14 @@ func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.To
 		}
 		if ok {
 			compacted, msgs = true, next
-			if a, err = iv.plans(members, msgs, tools); err != nil {
+			if a, err = plans(members, iv.primary(msgs, tools)); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	for _, p := range a.refused {
-		iv.rt.logEvent("candidate_not_admitted", map[string]any{"session": iv.sess.id, "candidate": p.member.Candidate,
-			"target": p.member.Target.Provider + "/" + p.member.Target.Model, "tokens": p.tokens(), "usable_input": p.member.Budget.UsableInput()})
-	}
+	iv.notAdmitted(a.refused, "")
 	if len(a.admitted) == 0 {
-		// Report the member with the most room: the nearest to fitting.
-		p := slices.MaxFunc(a.refused, func(x, y *requestPlan) int {
-			return x.member.Budget.UsableInput() - y.member.Budget.UsableInput()
-		})
-		need, usable := p.tokens(), p.member.Budget.UsableInput()
+		need, usable := tooLarge(a.refused)
 		iv.rt.logEvent("admission_refused", map[string]any{"session": iv.sess.id, "tokens": need, "usable_input": usable, "compacted": compacted})
 		return nil, nil, fmt.Errorf("the request needs about %d tokens, more than the usable input of %d, after one local compaction: it was not sent", need, usable)
 	}
@@ -158,7 +181,7 @@ func (iv *invoker) readmit(failed *requestPlan, sent []*requestPlan, a *admissio
 			rebuild = append(rebuild, p.member)
 		}
 	}
-	next, err := iv.plans(rebuild, msgs, tools)
+	next, err := plans(rebuild, iv.primary(msgs, tools))
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +199,7 @@ func (iv *invoker) readmit(failed *requestPlan, sent []*requestPlan, a *admissio
 		return slices.IndexFunc(iv.route.Members, func(m RouteMember) bool { return m.Target == t })
 	}
 	slices.SortStableFunc(next.admitted, func(x, y *requestPlan) int { return order(x.member.Target) - order(y.member.Target) })
-	for _, p := range next.refused {
-		iv.rt.logEvent("candidate_not_admitted", map[string]any{"session": iv.sess.id, "candidate": p.member.Candidate,
-			"target": p.member.Target.Provider + "/" + p.member.Target.Model, "tokens": p.tokens(), "usable_input": p.member.Budget.UsableInput(), "after": "authoritative_compaction"})
-	}
+	iv.notAdmitted(next.refused, "authoritative_compaction")
 	return next, nil
 }
 

@@ -94,7 +94,7 @@ func TestAdmittedPlanBytesReachTheProvider(t *testing.T) {
 	if err != nil || len(adm.admitted) != 2 {
 		t.Fatalf("admission = %+v, %v", adm, err)
 	}
-	if _, _, err := iv.sendPlans(ctx, adm.admitted, nil); err != nil {
+	if _, _, err := iv.sendPlans(ctx, "primary", route.Public, adm.admitted, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := prov.received()
@@ -114,7 +114,7 @@ func TestAdmittedPlanBytesReachTheProvider(t *testing.T) {
 	body := tampered.admitted[0].plan.Body
 	i := bytes.Index(body, []byte("hello there"))
 	copy(body[i:], "HELLO THERE")
-	_, attempts, err := iv.sendPlans(ctx, tampered.admitted, nil)
+	_, attempts, err := iv.sendPlans(ctx, "primary", route.Public, tampered.admitted, nil)
 	var ie *gateway.IntegrityError
 	if !errors.As(err, &ie) || attempts != nil {
 		t.Fatalf("err = %v, attempts %v: want the integrity error alone", err, attempts)
