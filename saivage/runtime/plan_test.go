@@ -160,6 +160,26 @@ func TestContextRejectionRebuildsTheFailedCandidateFirst(t *testing.T) {
 	if cs := compactions(e); len(cs) != 1 || cs[0]["mode"] != "authoritative" {
 		t.Errorf("compactions = %+v", cs)
 	}
+	// The summary fold went out as a plan too: its bytes are the ones its
+	// evidence row names.
+	summaries := map[string]bool{}
+	for _, row := range exchangeRows(t, e, "project", "planner") {
+		if row["kind"] == "summary" {
+			summaries[row["request_sha256"].(string)] = true
+		}
+	}
+	folds := 0
+	for _, r := range e.srv.Requests() {
+		if runtimeKey(r) == "summary" && r.Model == "tier-3" {
+			folds++
+			if !summaries[sha(r.Raw)] {
+				t.Errorf("the summary request of %d bytes is not the plan its evidence names", len(r.Raw))
+			}
+		}
+	}
+	if folds != 1 {
+		t.Errorf("%d summary requests answered by tier-3, want 1", folds)
+	}
 }
 
 // TestLocallyRefusedCandidateIsRebuiltAfterRejection: tier-5 cannot take
