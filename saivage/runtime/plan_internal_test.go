@@ -3,6 +3,9 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -47,8 +50,8 @@ func (p *rawProvider) received() [][]byte {
 }
 
 // planRuntime starts a runtime on the classic template with its provider at
-// url.
-func planRuntime(t *testing.T, url string) *Runtime {
+// url, its configuration rewritten by edit (nil: as is).
+func planRuntime(t *testing.T, url string, edit func(string) string) *Runtime {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -60,7 +63,11 @@ func planRuntime(t *testing.T, url string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(string(data), "http://127.0.0.1:4000/v1", url)), 0o644); err != nil {
+	cfg := strings.ReplaceAll(string(data), "http://127.0.0.1:4000/v1", url)
+	if edit != nil {
+		cfg = edit(cfg)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := project.Open(ctx, project.Options{Root: dir, Publisher: state.New(state.Options{})})
@@ -83,7 +90,7 @@ func planRuntime(t *testing.T, url string) *Runtime {
 // written for it.
 func TestAdmittedPlanBytesReachTheProvider(t *testing.T) {
 	prov := newRawProvider(t)
-	rt := planRuntime(t, prov.URL+"/v1")
+	rt := planRuntime(t, prov.URL+"/v1", nil)
 	route, _ := rt.models.Route("default")
 	sess := rt.cardSession("project", "planner")
 	iv := &invoker{rt: rt, route: route, sess: sess}
@@ -179,5 +186,40 @@ models:
 				t.Fatalf("admitted %v, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSummaryFoldIsAPlanOfTheSummarizer: with compaction.summarizer_candidate
+// set, a summary fold is planned for that candidate alone, with the
+// summary's output limit capped to the model's own, and the provider
+// receives exactly the bytes its evidence row names.
+func TestSummaryFoldIsAPlanOfTheSummarizer(t *testing.T) {
+	prov := newRawProvider(t)
+	rt := planRuntime(t, prov.URL+"/v1", func(cfg string) string {
+		cfg = strings.Replace(cfg, "      transportProtocol: chat_completions\n",
+			"      transportProtocol: chat_completions\n    modelCapabilities:\n      tier-3: {contextWindowTokens: 50000, maxOutputTokens: 1000, toolsMode: native, transportProtocol: chat_completions}\n", 1)
+		return strings.Replace(cfg, "compaction:\n  enabled: true\n", "compaction:\n  enabled: true\n  summarizer_candidate: {provider: gateway, model: tier-3}\n", 1)
+	})
+	route, _ := rt.models.Route("default")
+	sess := rt.cardSession("project", "planner")
+	iv := &invoker{rt: rt, route: route, sess: sess}
+	if _, err := iv.foldCall(context.Background(), "", "USER: build it", false); err != nil {
+		t.Fatal(err)
+	}
+	got := prov.received()
+	if len(got) != 1 {
+		t.Fatalf("the provider received %d requests", len(got))
+	}
+	var body struct {
+		Model     string `json:"model"`
+		MaxTokens int    `json:"max_tokens"`
+	}
+	if err := json.Unmarshal(got[0], &body); err != nil || body.Model != "tier-3" || body.MaxTokens != 1000 {
+		t.Errorf("summary request = %s (%v)", got[0], err)
+	}
+	evidence, err := os.ReadFile(filepath.Join(sess.dir, ExchangesFile))
+	sum := sha256.Sum256(got[0])
+	if err != nil || !strings.Contains(string(evidence), `"kind":"summary"`) || !strings.Contains(string(evidence), hex.EncodeToString(sum[:])) {
+		t.Errorf("the summary's evidence does not name the bytes sent: %s %v", evidence, err)
 	}
 }
