@@ -137,11 +137,7 @@ func tooLarge(refused []*requestPlan) (need, usable int) {
 // local pass, never a second). Members that do not fit while others do
 // are not sent to; they stay in the admission as context-failed.
 func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) (*admission, []llm.Message, error) {
-	members, why := capable(iv.route, iv.primary(msgs, tools))
-	if len(members) == 0 {
-		return nil, nil, fmt.Errorf("no candidate of route %s can take this request: %s", iv.route.Name, strings.Join(why, "; "))
-	}
-	a, err := plans(members, iv.primary(msgs, tools))
+	a, err := iv.admitProjection(msgs, tools)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,7 +149,7 @@ func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.To
 		}
 		if ok {
 			compacted, msgs = true, next
-			if a, err = plans(members, iv.primary(msgs, tools)); err != nil {
+			if a, err = iv.admitProjection(msgs, tools); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -165,6 +161,17 @@ func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.To
 		return nil, nil, fmt.Errorf("the request needs about %d tokens, more than the usable input of %d, after one local compaction: it was not sent", need, usable)
 	}
 	return a, msgs, nil
+}
+
+// admitProjection admits the capable members' plans of one projection
+// (its capability membership is decided once, for this projection).
+func (iv *invoker) admitProjection(msgs []llm.Message, tools []llm.Tool) (*admission, error) {
+	base := iv.primary(msgs, tools)
+	members, why := capable(iv.route, base)
+	if len(members) == 0 {
+		return nil, fmt.Errorf("no candidate of route %s can take this request: %s", iv.route.Name, strings.Join(why, "; "))
+	}
+	return plans(members, base)
 }
 
 // readmit is the one rebuild after an authoritative context rejection of
