@@ -134,3 +134,31 @@ func TestStreamEventsLongerThanTheReadBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSkipsAProviderThatDoesNotStream: a plan's bytes ask for a stream
+// and are never rewritten, so a provider configured not to stream is
+// skipped (recorded) and the next plan is sent as it is.
+func TestPlanSkipsAProviderThatDoesNotStream(t *testing.T) {
+	f := newFixture(t, `
+providers:
+  a: { base_url: UPSTREAM, stream: false }
+  b: { base_url: UPSTREAM }
+models:
+  tier-5: [ { provider: a, model: first }, { provider: b, model: second } ]
+`, gateway.Options{})
+	plans := []gateway.Plan{
+		gateway.NewPlan(gateway.Target{Provider: "a", Model: "first"}, planBody("first", "hi")),
+		gateway.NewPlan(gateway.Target{Provider: "b", Model: "second"}, planBody("second", "hi")),
+	}
+	resp, tr, err := f.gw.Router().StreamPlans(context.Background(), "tier-5", plans, nil)
+	if err != nil || resp.Choices[0].Message.Content != "ok" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	reqs := f.upstream.Requests()
+	if len(reqs) != 1 || !bytes.Equal(reqs[0].Raw, plans[1].Body) {
+		t.Fatalf("upstream received %d requests, want only the second plan", len(reqs))
+	}
+	if len(tr.Attempts) != 2 || tr.Attempts[0].Outcome != gateway.OutcomeSkipped || tr.Attempts[1].Outcome != gateway.OutcomeOK {
+		t.Fatalf("attempts %+v", tr.Attempts)
+	}
+}

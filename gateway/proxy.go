@@ -121,6 +121,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		}
 		if planned {
 			x.plan = plans[i]
+			if !t.stream {
+				// A plan's bytes ask for a stream; they are not rewritten.
+				x.attempt(t, true, 0, OutcomeSkipped, 0, "a request plan streams and this provider is configured not to")
+				continue
+			}
 		}
 		x.authNext = t.group != "" && i+1 < len(chain) && chain[i+1].group == t.group
 		if t.keyEnv != "" && t.apiKey == "" {
