@@ -130,7 +130,11 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	opts := ResponsesOptions{Protocol: mw.Protocol, ReasoningEffort: mw.ReasoningEffort, Producer: t.o.Producer, Stream: cr.Stream}
 	hdr := http.Header{}
 	if mw.Protocol == ProtocolCodex {
-		opts.PromptCacheKey = CodexCacheKey(req.Context(), t.o.CacheKeySeed, cr.Model)
+		opts.PromptCacheKey = cr.PromptCacheKey
+		if opts.PromptCacheKey == "" {
+			opts.PromptCacheKey = CodexCacheKey(req.Context(), t.o.CacheKeySeed, cr.Model)
+		}
+		// The header derives from the body's key, never separately.
 		hdr.Set("session_id", opts.PromptCacheKey)
 		hdr.Set("Accept", "text/event-stream")
 		if a, ok := t.o.Credentials.(interface{ AccountID() (string, error) }); ok {
@@ -172,12 +176,18 @@ func WithCacheOwner(ctx context.Context, owner string) context.Context {
 // request: SHA-256 of seed and the context's cache owner, or of seed and
 // model when there is no owner. It is an affinity hint, not a secret.
 func CodexCacheKey(ctx context.Context, seed, model string) string {
-	owner, ok := ctx.Value(cacheOwnerKey{}).(string)
-	if !ok {
-		owner = "model\x00" + model
-	} else {
-		owner = "owner\x00" + owner
+	if owner, ok := ctx.Value(cacheOwnerKey{}).(string); ok {
+		return OwnerCacheKey(seed, owner)
 	}
+	return cacheKey(seed, "model\x00"+model)
+}
+
+// OwnerCacheKey is the Codex prompt_cache_key of an invocation owner under
+// seed (the key CodexCacheKey gives a context carrying that owner), for a
+// caller that puts the key in the request body itself.
+func OwnerCacheKey(seed, owner string) string { return cacheKey(seed, "owner\x00"+owner) }
+
+func cacheKey(seed, owner string) string {
 	h := sha256.Sum256([]byte(seed + "\x00" + owner))
 	return hex.EncodeToString(h[:16])
 }

@@ -231,9 +231,6 @@ func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
 // attempt's hash. An integrity failure returns before any evidence is
 // written.
 func (iv *invoker) sendPlans(ctx context.Context, kind, public string, plans []*requestPlan, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
-	// The Codex prompt cache is keyed by the invocation's owner: this
-	// session, and its summarizer apart from it.
-	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00"+kind)
 	gp := make([]gateway.Plan, len(plans))
 	for i, p := range plans {
 		gp[i] = p.plan
@@ -262,6 +259,9 @@ func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func
 	if s := iv.rt.models.summarizer; s != "" && creq.Model == s {
 		rb = iv.rt.models.summary
 	}
+	base := *creq
+	base.PromptCacheKey = iv.cacheKey(kind)
+	creq = &base
 	members, why := capable(rb, creq)
 	if len(members) == 0 {
 		return nil, nil, fmt.Errorf("no candidate of %s can take the %s request: %s", rb.Name, kind, strings.Join(why, "; "))

@@ -72,6 +72,8 @@ type Models struct {
 	// summary is the summarizer's binding (its members), when configured.
 	summary    RouteBinding
 	compaction config.Compaction
+	// cacheSeed seeds Codex prompt cache keys (the project root).
+	cacheSeed string
 }
 
 // ModelsOptions configures BindModels.
@@ -301,7 +303,7 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if comp.TailFraction == 0 {
 		comp.TailFraction = defaultTail
 	}
-	m := &Models{routes: map[string]RouteBinding{}, compaction: comp}
+	m := &Models{routes: map[string]RouteBinding{}, compaction: comp, cacheSeed: opts.Root}
 	failover := cfg.Models == nil || cfg.Models.Failover == nil || *cfg.Models.Failover
 	if cfg.Models != nil {
 		for _, rn := range sortedKeys(cfg.Models.Routes) {

@@ -39,13 +39,18 @@ func (p *requestPlan) fits() bool {
 	return u <= 0 || p.tokens() <= u
 }
 
-// buildPlan maps base (the messages, tools, temperature and wanted output
-// limit of the call) onto m's request and serialises it: the member's
-// upstream model and output limit, a stream with usage.
+// buildPlan maps base (the messages, tools, temperature, wanted output
+// limit and Codex cache key of the call) onto m's request and serialises
+// it: the member's upstream model and output limit, a stream with usage,
+// the cache key only for a Codex member (so it is admitted and hashed with
+// the body, and its session_id header derives from it).
 func buildPlan(m RouteMember, base *llm.ChatRequest) (*requestPlan, error) {
 	req := *base
 	req.Model, req.MaxTokens = m.Target.Model, outputLimit(m.Caps, base.MaxTokens)
 	req.Stream, req.StreamOptions = true, &llm.StreamOptions{IncludeUsage: true}
+	if m.Wire.Protocol != llm.ProtocolCodex {
+		req.PromptCacheKey = "" // only the Codex dialect takes one
+	}
 	body, err := json.Marshal(&req)
 	if err != nil {
 		return nil, fmt.Errorf("serialise the request for %s: %w", m.Candidate, err)
@@ -105,9 +110,17 @@ func plans(members []RouteMember, base *llm.ChatRequest) (*admission, error) {
 }
 
 // primary is the call a primary request plan is built from: the
-// projection, the tools and the route's output limit and temperature.
+// projection, the tools, the route's output limit and temperature and the
+// session's cache key.
 func (iv *invoker) primary(msgs []llm.Message, tools []llm.Tool) *llm.ChatRequest {
-	return &llm.ChatRequest{Messages: msgs, Tools: tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature}
+	return &llm.ChatRequest{Messages: msgs, Tools: tools, MaxTokens: iv.route.MaxTokens, Temperature: iv.route.Temperature,
+		PromptCacheKey: iv.cacheKey("primary")}
+}
+
+// cacheKey is the Codex prompt_cache_key of this invocation owner: the
+// session's primary calls, and its summarizer apart from them.
+func (iv *invoker) cacheKey(kind string) string {
+	return llm.OwnerCacheKey(iv.rt.models.cacheSeed, iv.sess.id+"\x00"+kind)
 }
 
 // notAdmitted logs the members whose plans did not fit.

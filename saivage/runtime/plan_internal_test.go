@@ -170,7 +170,7 @@ models:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rb, _ := m.Route(tc.route)
-			iv := &invoker{route: rb}
+			iv := &invoker{rt: &Runtime{models: m}, route: rb, sess: &session{id: "s"}}
 			adm, _, err := iv.admit(context.Background(), tc.msgs, tc.tools)
 			if err != nil {
 				if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p/text") {
@@ -222,4 +222,47 @@ func TestSummaryFoldIsAPlanOfTheSummarizer(t *testing.T) {
 	if err != nil || !strings.Contains(string(evidence), `"kind":"summary"`) || !strings.Contains(string(evidence), hex.EncodeToString(sum[:])) {
 		t.Errorf("the summary's evidence does not name the bytes sent: %s %v", evidence, err)
 	}
+}
+
+// TestCodexCacheKeyIsPartOfThePlan: a Codex member's plan carries the
+// invocation owner's prompt_cache_key in its body, so the key is admitted
+// and hashed with it (the transport's session_id header derives from it);
+// a Chat member's plan carries none.
+func TestCodexCacheKeyIsPartOfThePlan(t *testing.T) {
+	root := t.TempDir()
+	m, err := bind(t, root, `providers:
+  p:
+    baseUrl: http://127.0.0.1:9/v1
+    models: [chat, cx]
+    modelCapabilities:
+      cx: {transportProtocol: codex}
+models:
+  routes:
+    default: {candidates: [p/chat, p/cx]}
+`, ModelsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := m.Route("default")
+	iv := &invoker{rt: &Runtime{models: m}, route: rb, sess: &session{id: "agent:planner:project"}}
+	adm, _, err := iv.admit(context.Background(), []llm.Message{{Role: "user", Content: "hi"}}, nil)
+	if err != nil || len(adm.admitted) != 2 {
+		t.Fatalf("admission %+v %v", adm, err)
+	}
+	want := llm.OwnerCacheKey(root, "agent:planner:project\x00primary")
+	chat, cx := adm.admitted[0], adm.admitted[1]
+	if bytes.Contains(chat.plan.Body, []byte("prompt_cache_key")) {
+		t.Errorf("the chat plan carries a cache key: %s", chat.plan.Body)
+	}
+	var body struct {
+		Key string `json:"prompt_cache_key"`
+	}
+	if err := json.Unmarshal(cx.plan.Body, &body); err != nil || body.Key != want || cx.plan.Hash() != hex.EncodeToString(sha256Sum(cx.plan.Body)) {
+		t.Errorf("codex plan key %q, want %q (%v)", body.Key, want, err)
+	}
+}
+
+func sha256Sum(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }
