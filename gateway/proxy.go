@@ -40,6 +40,9 @@ type exchange struct {
 	// authNext says the next target is another account of the current
 	// one's candidate (Candidate.Group), which a 401 moves on to.
 	authNext bool
+	// plan is the current target's request plan (nil: the client's request
+	// is rewritten for each target).
+	plan *Plan
 }
 
 // retryable reports whether a status from the current target moves the
@@ -104,8 +107,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 		return
 	}
 
-	if chain = pinned(r.Context(), chain); len(chain) == 0 {
-		fail(http.StatusNotFound, "pinned_target_not_found", fmt.Sprintf("the pinned candidate is not one of %s's", model))
+	chain, plans, planned, err := planChain(r.Context(), chain)
+	if err != nil {
+		fail(http.StatusNotFound, "plan_target_not_found", err.Error())
 		return
 	}
 	w, endLiveness, err := withLiveness(w, r, rec.Stream)
@@ -120,6 +124,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 	for i, t := range chain {
 		if ctx.Err() != nil {
 			break
+		}
+		if planned {
+			x.plan = plans[i]
+			if !t.stream {
+				// A plan's bytes ask for a stream; they are not rewritten.
+				x.attempt(t, true, 0, OutcomeSkipped, 0, "a request plan streams and this provider is configured not to")
+				continue
+			}
 		}
 		x.authNext = t.group != "" && i+1 < len(chain) && chain[i+1].group == t.group
 		if t.keyEnv != "" && t.apiKey == "" {
@@ -266,7 +278,11 @@ func (a *attemptTimers) failure(what string, err error) string {
 // send posts to t within the attempt's context and returns the response
 // once its headers arrived.
 func (x *exchange) send(ctx context.Context, t *target, stream bool) (*http.Response, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+x.path, bytes.NewReader(x.upstreamBody(t, stream)))
+	body, err := x.planBody(t, stream)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+x.path, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -304,6 +320,10 @@ func (x *exchange) tryOnce(t *target, clientStream bool) bool {
 	a := x.startAttempt(false)
 	defer a.stop()
 	resp, toHeaders, err := x.send(a.ctx, t, false)
+	if ie := (*IntegrityError)(nil); errors.As(err, &ie) {
+		x.integrityFailed(ie)
+		return true
+	}
 	if err != nil {
 		x.attempt(t, false, 0, OutcomeRetryable, toHeaders, a.failure("", err))
 		return false
@@ -384,6 +404,10 @@ func (x *exchange) tryStream(t *target) bool {
 	a := x.startAttempt(true)
 	defer a.stop()
 	resp, toHeaders, err := x.send(a.ctx, t, true)
+	if ie := (*IntegrityError)(nil); errors.As(err, &ie) {
+		x.integrityFailed(ie)
+		return true
+	}
 	if err != nil {
 		x.attempt(t, true, 0, OutcomeRetryable, toHeaders, a.failure("", err))
 		return false
@@ -399,7 +423,9 @@ func (x *exchange) tryStream(t *target) bool {
 			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, a.failure("response body: ", err))
 			return false
 		}
-		if resp.StatusCode/100 != 2 && strings.Contains(strings.ToLower(providerMessage(body)), "stream") {
+		// A plan's bytes are fixed: its candidate cannot be asked again
+		// without streaming.
+		if resp.StatusCode/100 != 2 && x.plan == nil && strings.Contains(strings.ToLower(providerMessage(body)), "stream") {
 			// The provider refuses streaming: ask again without it and re-emit.
 			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "streaming refused; retrying without streaming")
 			return x.tryOnce(t, true)
@@ -533,9 +559,11 @@ func readEvent(r *bufio.Reader, raw, data []byte) ([]byte, []byte, error) {
 	for {
 		line, err := r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			// An over-long line: collect it whole.
+			// An over-long line: collect it whole, copying its head out of
+			// the reader's buffer before the next read overwrites it.
+			head := append([]byte(nil), line...)
 			rest, err2 := r.ReadBytes('\n')
-			line, err = append(append([]byte(nil), line...), rest...), err2
+			line, err = append(head, rest...), err2
 		}
 		if err != nil {
 			if err == io.EOF && len(raw) > 0 {

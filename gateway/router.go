@@ -59,6 +59,8 @@ func (r *Router) Stream(ctx context.Context, req *llm.ChatRequest, onChunk func(
 type traceSink struct {
 	mu sync.Mutex
 	t  Trace
+	// integrity is a plan that failed its check (StreamPlans returns it).
+	integrity *IntegrityError
 }
 
 type traceKey struct{}
@@ -98,27 +100,4 @@ func (s *traceSink) attempt(a AttemptRecord) {
 type Target struct {
 	Provider string
 	Model    string
-}
-
-type pinKey struct{}
-
-// WithPin returns a context whose Router calls go only to target: no other
-// candidate of the route is tried, whatever the pinned one answers. A caller
-// repeating a request that target refused (a content-policy pass) uses it.
-func WithPin(ctx context.Context, target Target) context.Context {
-	return context.WithValue(ctx, pinKey{}, target)
-}
-
-// pinned narrows a chain to the context's pinned target, if any.
-func pinned(ctx context.Context, chain []*target) []*target {
-	p, ok := ctx.Value(pinKey{}).(Target)
-	if !ok {
-		return chain
-	}
-	for _, t := range chain {
-		if t.provider == p.Provider && t.model == p.Model {
-			return []*target{t}
-		}
-	}
-	return nil
 }

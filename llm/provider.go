@@ -102,8 +102,7 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return jsonError(req, http.StatusNotFound, "not_found", fmt.Sprintf("%s serves only chat completions and embeddings", t.o.Name)), nil
 	}
 	var cr ChatRequest
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &cr); err != nil || json.Unmarshal(body, &fields) != nil || fields == nil {
+	if err := json.Unmarshal(body, &cr); err != nil || !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return jsonError(req, http.StatusBadRequest, "invalid_request", "request is not a chat completion object"), nil
 	}
 	mw := t.o.Models(cr.Model)
@@ -115,17 +114,27 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	if mw.MaxOutputTokens > 0 && (cr.MaxTokens == 0 || cr.MaxTokens > mw.MaxOutputTokens) {
 		cr.MaxTokens = mw.MaxOutputTokens
+		// Only then is the body rewritten (it parsed as an object above).
+		var fields map[string]json.RawMessage
+		json.Unmarshal(body, &fields)
 		fields["max_tokens"], _ = json.Marshal(cr.MaxTokens)
+		body = joinFields(fields)
 	}
 	fr := FailedRequest{Model: cr.Model, Protocol: mw.Protocol}
 	if mw.Protocol == ProtocolChat {
+		// A body within the model's limits goes out exactly as received: a
+		// request plan's admitted bytes are what the provider gets.
 		fr.Endpoint = "/chat/completions"
-		return t.send(req, fr.Endpoint, joinFields(fields), nil, fr)
+		return t.send(req, fr.Endpoint, body, nil, fr)
 	}
 	opts := ResponsesOptions{Protocol: mw.Protocol, ReasoningEffort: mw.ReasoningEffort, Producer: t.o.Producer, Stream: cr.Stream}
 	hdr := http.Header{}
 	if mw.Protocol == ProtocolCodex {
-		opts.PromptCacheKey = CodexCacheKey(req.Context(), t.o.CacheKeySeed, cr.Model)
+		opts.PromptCacheKey = cr.PromptCacheKey
+		if opts.PromptCacheKey == "" {
+			opts.PromptCacheKey = CodexCacheKey(req.Context(), t.o.CacheKeySeed, cr.Model)
+		}
+		// The header derives from the body's key, never separately.
 		hdr.Set("session_id", opts.PromptCacheKey)
 		hdr.Set("Accept", "text/event-stream")
 		if a, ok := t.o.Credentials.(interface{ AccountID() (string, error) }); ok {
@@ -167,15 +176,27 @@ func WithCacheOwner(ctx context.Context, owner string) context.Context {
 // request: SHA-256 of seed and the context's cache owner, or of seed and
 // model when there is no owner. It is an affinity hint, not a secret.
 func CodexCacheKey(ctx context.Context, seed, model string) string {
-	owner, ok := ctx.Value(cacheOwnerKey{}).(string)
-	if !ok {
-		owner = "model\x00" + model
-	} else {
-		owner = "owner\x00" + owner
+	if owner, ok := ctx.Value(cacheOwnerKey{}).(string); ok {
+		return OwnerCacheKey(seed, owner)
 	}
+	return cacheKey(seed, "model\x00"+model)
+}
+
+// OwnerCacheKey is the Codex prompt_cache_key of an invocation owner under
+// seed (the key CodexCacheKey gives a context carrying that owner), for a
+// caller that puts the key in the request body itself.
+func OwnerCacheKey(seed, owner string) string { return cacheKey(seed, "owner\x00"+owner) }
+
+func cacheKey(seed, owner string) string {
 	h := sha256.Sum256([]byte(seed + "\x00" + owner))
 	return hex.EncodeToString(h[:16])
 }
+
+// Refuses says why the model's declared capabilities refuse a request
+// ("" when they admit it): the check a ProviderTransport makes before
+// sending, for a caller that admits candidates before building their
+// requests.
+func (mw ModelWire) Refuses(cr *ChatRequest) string { return admit(cr, mw) }
 
 // admit says why a request cannot go to a model ("" when it can).
 func admit(cr *ChatRequest, mw ModelWire) string {

@@ -32,6 +32,7 @@ type wireRequest struct {
 	path   string
 	header http.Header
 	body   map[string]any
+	raw    []byte
 }
 
 // wireServer is a loopback provider answering with scripted raw bodies in
@@ -51,7 +52,7 @@ func newWireServer(t *testing.T, replies ...wireReply) *wireServer {
 		var body map[string]any
 		json.Unmarshal(b, &body)
 		s.mu.Lock()
-		s.reqs = append(s.reqs, wireRequest{path: r.URL.Path, header: r.Header.Clone(), body: body})
+		s.reqs = append(s.reqs, wireRequest{path: r.URL.Path, header: r.Header.Clone(), body: body, raw: b})
 		if len(s.replies) == 0 {
 			s.mu.Unlock()
 			http.Error(w, `{"error":{"message":"no scripted reply"}}`, http.StatusTeapot)
@@ -416,6 +417,38 @@ func TestProviderTransportCapsChatOutputTokens(t *testing.T) {
 		if got, _ := r.body["max_tokens"].(float64); int(got) != tc.want || r.path != "/v1/chat/completions" {
 			t.Errorf("asked %d limit %d: sent max_tokens %v to %s, want %d", tc.asked, tc.limit, r.body["max_tokens"], r.path, tc.want)
 		}
+	}
+}
+
+// TestProviderTransportForwardsChatBodiesExactly: a Chat Completions body
+// within the model's limits reaches the provider byte for byte (a request
+// plan's admitted bytes); only a body over the output limit is rewritten.
+func TestProviderTransportForwardsChatBodiesExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		body  string
+		exact bool
+	}{
+		{"within the limit", `{"stream":false,  "model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi \u00e9"}]}`, true},
+		{"over the limit", `{"stream":false,  "model":"m","max_tokens":9000,"messages":[{"role":"user","content":"hi"}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newWireServer(t, wireReply{ctype: "application/json", body: `{"id":"c","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`})
+			tr := llm.NewProviderTransport(llm.ProviderTransportOptions{Name: "p", BaseURL: srv.URL + "/v1", Models: func(string) llm.ModelWire { return llm.ModelWire{MaxOutputTokens: 4096} }})
+			req, _ := http.NewRequest(http.MethodPost, "http://provider.invalid/v1/chat/completions", strings.NewReader(tc.body))
+			resp, err := tr.RoundTrip(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%v %v", resp, err)
+			}
+			resp.Body.Close()
+			r := srv.requests()[0]
+			if got := string(r.raw) == tc.body; got != tc.exact {
+				t.Errorf("sent %s: byte for byte %v, want %v", r.raw, got, tc.exact)
+			}
+			if !tc.exact && r.body["max_tokens"] != float64(4096) {
+				t.Errorf("max_tokens = %v, want the limit", r.body["max_tokens"])
+			}
+		})
 	}
 }
 

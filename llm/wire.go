@@ -177,6 +177,11 @@ type ChatRequest struct {
 	MaxTokens     int            `json:"max_tokens,omitempty"`
 	// ResponseFormat asks for structured output (see JSONSchemaFormat).
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	// PromptCacheKey, on a request for a Codex model, is its
+	// prompt_cache_key (OwnerCacheKey), carried in the body so that it is
+	// part of what the caller admitted and hashed; a ProviderTransport
+	// derives one from the context when it is empty.
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 }
 
 // ResponseFormat is the OpenAI response_format: "json_object", or

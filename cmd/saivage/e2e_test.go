@@ -230,7 +230,7 @@ func TestEndToEnd(t *testing.T) {
 			Response        *struct{ ToolCalls []any } `json:"response"`
 		}
 	}
-	if code := a.get("/api/agents/agent:executor:project.a.a/llm-exchange", &ex); code != 200 || ex.Exchange.Request.Model != "route:default" ||
+	if code := a.get("/api/agents/agent:executor:project.a.a/llm-exchange", &ex); code != 200 || ex.Exchange.Request.Model != "tier-5" ||
 		ex.Exchange.Provider != "gateway" || ex.Exchange.UpstreamModel != "tier-5" || ex.Exchange.Response == nil {
 		t.Errorf("llm-exchange = %d %+v", code, ex)
 	}

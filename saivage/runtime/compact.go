@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/llm"
@@ -237,31 +238,6 @@ func (iv *invoker) maintain(ctx context.Context, mode compactMode, msgs []llm.Me
 	return next, err == nil, err
 }
 
-// admit is local admission before primary I/O: when the exact request
-// (agent.Account: ceil(body bytes/4) plus image raster reservations) is
-// larger than the route's usable input, floor(U×C)−O, it makes one
-// local-exact compaction and admits the rebuilt request. A request that
-// still does not fit is refused without being sent: one local pass, never
-// a second.
-func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, error) {
-	usable := iv.route.UsableInput
-	need := agent.Account(iv.request(msgs, tools)).Tokens()
-	if usable <= 0 || need <= usable {
-		return msgs, nil
-	}
-	next, ok, err := iv.maintain(ctx, compactLocalExact, msgs, tools)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if need = agent.Account(iv.request(next, tools)).Tokens(); need <= usable {
-			return next, nil
-		}
-	}
-	iv.rt.logEvent("admission_refused", map[string]any{"session": iv.sess.id, "tokens": need, "usable_input": usable, "compacted": ok})
-	return nil, fmt.Errorf("the request needs about %d tokens, more than the usable input of %d, after one local compaction: it was not sent", need, usable)
-}
-
 // request is the primary request for msgs: one canonical body, the same for
 // local admission and the send.
 func (iv *invoker) request(msgs []llm.Message, tools []llm.Tool) *llm.ChatRequest {
@@ -339,7 +315,7 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		acc, observations = g.Text, g.Observations
 	}
 	observations = latestObservations(observations, desc.records)
-	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Send: iv.foldSend}
+	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Fits: iv.summaryFits, Send: iv.foldSend}
 	pos, unavailable := lead, ""
 	var best *candidate
 	var failure error
@@ -351,7 +327,7 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	for _, end := range ends {
 		cand := &candidate{cut: end}
 		if unavailable == "" && failure == nil {
-			next, err := refine.Advance(ctx, acc, summarySource(iv.rt.p.StateDir, rows[pos:end], !iv.rt.models.summarizerNoImages))
+			next, err := refine.Advance(ctx, acc, summarySource(iv.rt.p.StateDir, rows[pos:end], iv.summaryImages()))
 			switch {
 			case err == nil:
 				acc, pos = next, end
@@ -497,16 +473,44 @@ func summarySource(stateDir string, rows []conversations.Row, images bool) []age
 // content policy.
 var errSummaryRefused = errors.New("the summarizer refused the request under its content policy")
 
-// summaryUsable is the usable input summary requests are admitted
-// against: the summarizer's (compaction.summarizer_candidate's smallest
-// window, or the session route's) floor(window × utilisation) minus the
-// summary's output tokens; 0 when the window is unknown.
-func (iv *invoker) summaryUsable() int {
-	window := iv.route.Budget.ContextWindow
+// summaryBinding is the binding summary requests are planned for: the
+// summarizer's members, or the session route's.
+func (iv *invoker) summaryBinding() RouteBinding {
 	if iv.rt.models.summarizer != "" {
-		window = iv.rt.models.summarizerWindow
+		return iv.rt.models.summary
 	}
-	return agent.SummaryUsable(window, iv.rt.models.compaction.ContextUtilizationFraction, summaryMaxTokens)
+	return iv.route
+}
+
+// summaryUsable bounds summaryFits from above: the largest usable input a
+// member has for a summary request (its window with the summary's output
+// limit); 0 — no bound — when a member's window is unknown.
+func (iv *invoker) summaryUsable() int {
+	usable := 0
+	for _, m := range iv.summaryBinding().Members {
+		b := m.Budget
+		b.MaxOutput = outputLimit(m.Caps, summaryMaxTokens)
+		u := b.UsableInput()
+		if b.ContextWindow <= 0 {
+			return 0
+		}
+		usable = max(usable, u, 1)
+	}
+	return usable
+}
+
+// summaryFits admits a summary request as send will: a plan of it for each
+// capable member, one of which fits its own usable input.
+func (iv *invoker) summaryFits(req *llm.ChatRequest) bool {
+	members, _ := capable(iv.summaryBinding(), req)
+	a, err := plans(members, req)
+	return err == nil && len(a.admitted) > 0
+}
+
+// summaryImages reports whether the summary source carries images: when
+// every member takes them.
+func (iv *invoker) summaryImages() bool {
+	return !slices.ContainsFunc(iv.summaryBinding().Members, func(m RouteMember) bool { return m.Wire.NoImages })
 }
 
 // summaryRequest is one refine step's request to the summarizer

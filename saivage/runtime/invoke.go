@@ -2,13 +2,12 @@ package runtime
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
@@ -81,6 +80,8 @@ type attemptEvidence struct {
 	Status   int    `json:"status,omitempty"`
 	Outcome  string `json:"outcome"`
 	Error    string `json:"error,omitempty"`
+	// RequestSHA256 is the hash of the plan this attempt sent.
+	RequestSHA256 string `json:"request_sha256,omitempty"`
 }
 
 // Exchange is the latest primary exchange of a session: its evidence row,
@@ -130,21 +131,24 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	if msgs, _, err = iv.maintain(ctx, compactPreventive, msgs, req.Tools); err != nil {
 		return nil, err
 	}
-	if msgs, err = iv.admit(ctx, msgs, req.Tools); err != nil {
+	adm, msgs, err := iv.admit(ctx, msgs, req.Tools)
+	if err != nil {
 		return nil, err
 	}
 	compacted, retries := false, retryPolicy().Start()
-	// pin is the candidate that refused on content-policy grounds: the one
-	// further pass goes to it alone, with the same request.
-	var pin *gateway.Target
+	// pin is the plan of the candidate that refused on content-policy
+	// grounds: the one further pass sends it alone, byte for byte.
+	var pin *requestPlan
 	for {
-		creq := iv.request(msgs, req.Tools)
-		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
-		callCtx := ctx
+		sent := adm.admitted
 		if pin != nil {
-			callCtx = gateway.WithPin(ctx, *pin)
+			sent = []*requestPlan{pin}
 		}
-		resp, attempts, err := iv.send(callCtx, creq, onChunk, "primary")
+		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
+		resp, attempts, err := iv.sendPlans(ctx, "primary", iv.route.Public, sent, onChunk)
+		if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {
+			return nil, err // a defect, not a provider failure: no retry, no evidence
+		}
 		if err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == "content_filter" {
 			err = &llm.APIError{Status: 200, Message: "the response was stopped by the provider's content filter", Code: "content_filter"}
 		}
@@ -154,13 +158,20 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
+		var last *requestPlan
+		if n := len(attempts); n > 0 {
+			last = planFor(sent, attempts[n-1].Provider, attempts[n-1].UpstreamModel)
+		}
 		switch class := classify(err, attempts); class {
 		case agent.ErrContextLength:
 			if pin != nil {
-				return nil, fmt.Errorf("the content-policy retry to %s/%s was rejected as too large; a pinned pass is not compacted: %w", pin.Provider, pin.Model, err)
+				return nil, fmt.Errorf("the content-policy retry to %s/%s was rejected as too large; a pinned pass is not compacted: %w", pin.member.Target.Provider, pin.member.Target.Model, err)
 			}
 			if compacted {
 				return nil, fmt.Errorf("the request is still too large for the model after compaction: %w", err)
+			}
+			if last == nil {
+				return nil, fmt.Errorf("a context rejection without an attempt: %w", err)
 			}
 			compacted = true
 			next, ok, cerr := iv.maintain(ctx, compactAuthoritative, msgs, req.Tools)
@@ -170,7 +181,21 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			if !ok {
 				return nil, fmt.Errorf("the request is too large for the model and nothing can be compacted: %w", err)
 			}
+			// The members that failed over before the rejection in this
+			// pass are exhausted for the operation: never reopened.
+			exhausted := map[gateway.Target]bool{}
+			for _, a := range attempts[:len(attempts)-1] {
+				if a.Outcome != gateway.OutcomeOK {
+					exhausted[gateway.Target{Provider: a.Provider, Model: a.UpstreamModel}] = true
+				}
+			}
 			msgs = next
+			if adm, err = iv.readmit(last, sent, adm, exhausted, msgs, req.Tools); err != nil {
+				return nil, err
+			}
+			if len(adm.admitted) == 0 {
+				return nil, fmt.Errorf("the request is still too large for %s/%s after compaction: it was not sent again", last.member.Target.Provider, last.member.Target.Model)
+			}
 		case agent.ErrContentPolicy:
 			iv.refusals++
 			_ = iv.sess.append(markerRow("refusal-"+state.NewUUID(), markerRefusal, map[string]any{"count": iv.refusals, "error": iv.rt.redact(err.Error())}))
@@ -178,8 +203,8 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			if iv.refusals >= 2 {
 				return nil, &ContentPolicyError{Err: err}
 			}
-			if n := len(attempts); n > 0 && pin == nil {
-				pin = &gateway.Target{Provider: attempts[n-1].Provider, Model: attempts[n-1].UpstreamModel}
+			if pin == nil {
+				pin = last
 			}
 		case agent.ErrOverload, agent.ErrRateLimit, agent.ErrTransient:
 			d, ok := retries.Next(class)
@@ -200,30 +225,74 @@ func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
 	return iv.rt.opts.Sleep(ctx, d)
 }
 
-// send performs one gateway request and records its evidence.
-func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
-	id := state.NewUUID()
-	// The Codex prompt cache is keyed by the invocation's owner: this
-	// session, and its summarizer apart from it.
-	ctx = llm.WithCacheOwner(ctx, iv.sess.id+"\x00"+kind)
-	body, _ := json.Marshal(creq)
-	sum := sha256.Sum256(body)
-	start := time.Now()
-	var resp *llm.ChatResponse
-	var trace *gateway.Trace
-	var err error
-	if onChunk != nil || kind == "primary" {
-		resp, trace, err = iv.rt.models.router.Stream(ctx, creq, onChunk)
-	} else {
-		resp, trace, err = iv.rt.models.router.Do(ctx, creq)
+// sendPlans sends a request as its admitted plans, in order, through the
+// route's public name, and records its evidence: the exact bytes and hash
+// of the plan of the candidate that answered (or was tried last), and each
+// attempt's hash. An integrity failure returns before any evidence is
+// written.
+func (iv *invoker) sendPlans(ctx context.Context, kind, public string, plans []*requestPlan, onChunk func(llm.StreamChunk) error) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
+	gp := make([]gateway.Plan, len(plans))
+	for i, p := range plans {
+		gp[i] = p.plan
 	}
+	start := time.Now()
+	resp, trace, err := iv.rt.models.router.StreamPlans(ctx, public, gp, onChunk)
+	if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {
+		return nil, nil, err
+	}
+	shown := plans[0]
+	if n := len(trace.Attempts); n > 0 {
+		if p := planFor(plans, trace.Attempts[n-1].Provider, trace.Attempts[n-1].UpstreamModel); p != nil {
+			shown = p
+		}
+	}
+	iv.evidence(start, kind, shown, resp, trace, err, plans)
+	return resp, trace.Attempts, err
+}
+
+// send performs a request outside a primary turn (a summary fold, whose
+// model is the session's route or the summarizer) as request plans of
+// that route's capable members, each admitted against its own usable
+// input, and records its evidence.
+func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
+	rb := iv.route
+	if s := iv.rt.models.summarizer; s != "" && creq.Model == s {
+		rb = iv.rt.models.summary
+	}
+	base := *creq
+	base.PromptCacheKey = iv.cacheKey(kind)
+	creq = &base
+	members, why := capable(rb, creq)
+	if len(members) == 0 {
+		return nil, nil, fmt.Errorf("no candidate of %s can take the %s request: %s", rb.Name, kind, strings.Join(why, "; "))
+	}
+	a, err := plans(members, creq)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(a.admitted) == 0 {
+		need, usable := tooLarge(a.refused)
+		return nil, nil, fmt.Errorf("the %s request needs about %d tokens, more than the usable input of %d: it was not sent", kind, need, usable)
+	}
+	return iv.sendPlans(ctx, kind, rb.Public, a.admitted, onChunk)
+}
+
+// evidence writes one exchange's evidence row (and, for a primary call,
+// the latest exchange): the exact bytes and hash of shown, and each
+// attempt's plan hash.
+func (iv *invoker) evidence(start time.Time, kind string, shown *requestPlan, resp *llm.ChatResponse, trace *gateway.Trace, err error, plans []*requestPlan) {
 	rec, attempts := trace.Request, trace.Attempts
-	row := exchangeRow{ID: id, Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
+	creq := shown.req
+	row := exchangeRow{ID: state.NewUUID(), Time: start.UTC(), Kind: kind, Session: iv.sess.id, Route: iv.route.Name,
 		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
-		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(body), RequestSHA256: hex.EncodeToString(sum[:]),
+		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(shown.plan.Body), RequestSHA256: shown.plan.Hash(),
 		Messages: len(creq.Messages), Tools: len(creq.Tools), Attempts: []attemptEvidence{}}
 	for _, a := range attempts {
-		row.Attempts = append(row.Attempts, attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error})
+		ev := attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error}
+		if p := planFor(plans, a.Provider, a.UpstreamModel); p != nil {
+			ev.RequestSHA256 = p.plan.Hash()
+		}
+		row.Attempts = append(row.Attempts, ev)
 	}
 	if err != nil {
 		row.Error = iv.rt.redact(err.Error())
@@ -237,7 +306,6 @@ func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func
 		}
 	}
 	iv.rt.writeExchange(iv.sess, row, creq, resp, kind == "primary")
-	return resp, attempts, err
 }
 
 // writeExchange appends the evidence row and, for primary calls, replaces

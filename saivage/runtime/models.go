@@ -44,6 +44,24 @@ type RouteBinding struct {
 	UsableInput int
 	// Budget is the context budget of the candidate that gives UsableInput.
 	Budget agent.Budget
+	// Members are the gateway targets of the candidates (each account
+	// serving one), in failover order: what request plans are built for.
+	Members []RouteMember
+}
+
+// RouteMember is one target of a route, the structured candidate a request
+// plan is built for: its account's gateway target, the capability snapshot
+// taken at binding, the adapter (wire protocol and admission rules) and
+// its own context budget.
+type RouteMember struct {
+	// Candidate is the route's candidate the target serves (provider/model).
+	Candidate string
+	Target    gateway.Target
+	Caps      config.Capabilities
+	Wire      llm.ModelWire
+	// Budget is this member's own: usable input floor(U×C)−O, with O the
+	// output limit its requests carry (Budget.MaxOutput; 0 sends none).
+	Budget agent.Budget
 }
 
 // Models binds the configuration's routes to an in-process gateway.
@@ -51,13 +69,11 @@ type Models struct {
 	router     *gateway.Router
 	routes     map[string]RouteBinding
 	summarizer string // public name used for compaction summaries
+	// summary is the summarizer's binding (its members), when configured.
+	summary    RouteBinding
 	compaction config.Compaction
-
-	// summarizerWindow is the smallest positive context window of the
-	// summarizer's accounts (0: unknown); summarizerNoImages is set when
-	// one of them takes no image input.
-	summarizerWindow   int
-	summarizerNoImages bool
+	// cacheSeed seeds Codex prompt cache keys (the project root).
+	cacheSeed string
 }
 
 // ModelsOptions configures BindModels.
@@ -105,14 +121,20 @@ func wireOf(caps config.Capabilities) llm.ModelWire {
 	return w
 }
 
+// outputLimit is the output limit a candidate's request carries when
+// asked is wanted (0: none): asked within the model's maxOutputTokens, or
+// that maximum (the limit the transport would impose anyway).
+func outputLimit(caps config.Capabilities, asked int) int {
+	if asked <= 0 || (caps.MaxOutputTokens > 0 && asked > caps.MaxOutputTokens) {
+		return caps.MaxOutputTokens
+	}
+	return asked
+}
+
 // budgetOf is a candidate's context budget: usable input floor(window × U) − O,
 // 0 when the window is unknown.
 func budgetOf(caps config.Capabilities, comp config.Compaction, maxTokens int) agent.Budget {
-	out := maxTokens
-	if out <= 0 || (caps.MaxOutputTokens > 0 && out > caps.MaxOutputTokens) {
-		out = caps.MaxOutputTokens // the transport caps the request to it
-	}
-	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: out,
+	return agent.Budget{ContextWindow: caps.ContextWindowTokens, MaxOutput: outputLimit(caps, maxTokens),
 		Utilization: comp.ContextUtilizationFraction, Trigger: comp.TriggerFraction}
 }
 
@@ -281,7 +303,7 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 	if comp.TailFraction == 0 {
 		comp.TailFraction = defaultTail
 	}
-	m := &Models{routes: map[string]RouteBinding{}, compaction: comp}
+	m := &Models{routes: map[string]RouteBinding{}, compaction: comp, cacheSeed: opts.Root}
 	failover := cfg.Models == nil || cfg.Models.Failover == nil || *cfg.Models.Failover
 	if cfg.Models != nil {
 		for _, rn := range sortedKeys(cfg.Models.Routes) {
@@ -313,8 +335,14 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 						return nil, fmt.Errorf("models.routes.%s: candidate %s has no base URL", rn, c)
 					}
 					gcfg.Models[rb.Public] = append(gcfg.Models[rb.Public], gateway.Candidate{Provider: gp, Model: ep.Model, Group: c})
-					if b := budgetOf(capsFor(cfg, ep), comp, r.MaxTokens); b.UsableInput() > rb.UsableInput {
+					caps := capsFor(cfg, ep)
+					b := budgetOf(caps, comp, r.MaxTokens)
+					if b.UsableInput() > rb.UsableInput {
 						rb.UsableInput, rb.Budget = b.UsableInput(), b
+					}
+					tg := gateway.Target{Provider: gp, Model: ep.Model}
+					if !slices.ContainsFunc(rb.Members, func(m RouteMember) bool { return m.Target == tg }) {
+						rb.Members = append(rb.Members, RouteMember{Candidate: c, Target: tg, Caps: caps, Wire: wireOf(caps), Budget: b})
 					}
 				}
 			}
@@ -322,13 +350,13 @@ func BindModels(cfg *config.Config, opts ModelsOptions) (*Models, error) {
 		}
 	}
 	if s := comp.SummarizerCandidate; s != nil {
+		m.summary = RouteBinding{Name: "summarizer", Public: summarizerRoute, MaxTokens: summaryMaxTokens}
 		for _, ep := range endpointsFor(cfg, config.Candidate{Provider: s.Provider, Account: s.Account, Model: s.Model}) {
-			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gatewayName(ep.Provider, ep.Account), Model: ep.Model, Group: "summarizer"})
+			gp := gatewayName(ep.Provider, ep.Account)
+			gcfg.Models[summarizerRoute] = append(gcfg.Models[summarizerRoute], gateway.Candidate{Provider: gp, Model: ep.Model, Group: "summarizer"})
 			caps := capsFor(cfg, ep)
-			if w := caps.ContextWindowTokens; w > 0 && (m.summarizerWindow == 0 || w < m.summarizerWindow) {
-				m.summarizerWindow = w
-			}
-			m.summarizerNoImages = m.summarizerNoImages || wireOf(caps).NoImages
+			m.summary.Members = append(m.summary.Members, RouteMember{Candidate: "summarizer", Target: gateway.Target{Provider: gp, Model: ep.Model},
+				Caps: caps, Wire: wireOf(caps), Budget: budgetOf(caps, comp, summaryMaxTokens)})
 		}
 		m.summarizer = summarizerRoute
 	}
