@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/agentstack/agentstack/agent"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -203,7 +204,7 @@ func TestSummaryFoldIsAPlanOfTheSummarizer(t *testing.T) {
 	route, _ := rt.models.Route("default")
 	sess := rt.cardSession("project", "planner")
 	iv := &invoker{rt: rt, route: route, sess: sess}
-	if _, err := iv.foldCall(context.Background(), "", "USER: build it", false); err != nil {
+	if _, err := iv.foldSend(context.Background(), iv.summaryRequest("", []agent.SourcePart{{Text: "USER: build it"}}, false)); err != nil {
 		t.Fatal(err)
 	}
 	got := prov.received()
