@@ -104,9 +104,17 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 
 // readReminders reads the eligible events and returns their reminders.
 func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, error) {
+	from, to := o.Now.Unix(), o.Now.Add(time.Duration(o.Days)*24*time.Hour).Unix()
+	// The events in the window, counted on the time index alone, bound the
+	// reminders: their slices are allocated once (growing a slice of
+	// 10,000 Items copied and cleared megabytes).
+	var bound int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE start_at >= ? AND start_at < ?`, from, to).Scan(&bound); err != nil {
+		return nil, fmt.Errorf("read calendar index: %w", err)
+	}
 	q := `SELECT ref_id, uid, title, location, calendar, account, source, start_at, end_at, all_day, last_modified
 		FROM events WHERE status <> 'cancelled' AND start_at >= ? AND start_at < ?`
-	args := []any{o.Now.Unix(), o.Now.Add(time.Duration(o.Days) * 24 * time.Hour).Unix()}
+	args := []any{from, to}
 	if !o.Cutoff.IsZero() {
 		q += ` AND last_modified >= ?`
 		args = append(args, o.Cutoff.Unix())
@@ -116,15 +124,24 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
 	defer rows.Close()
-	var out []Item
+	out := make([]Item, 0, bound)
+	triggers := make([]reminderTrigger, bound)
+	starts := make([]time.Time, bound)
 	var e reminderEvent
 	for rows.Next() {
 		if err := rows.Scan(&e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source, &e.Start, &e.End, &e.AllDay, &e.LastModified); err != nil {
 			return nil, fmt.Errorf("read calendar index: %w", err)
 		}
-		out = append(out, reminderItem(e, o))
+		if n := len(out); n < bound { // more rows than counted: a sync committed in between
+			out = append(out, buildReminder(e, o, &triggers[n], &starts[n]))
+		} else {
+			out = append(out, reminderItem(e, o))
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read calendar index: %w", err)
+	}
+	return out, nil
 }
 
 var italianDays = []string{"domenica", "lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato"}
@@ -132,8 +149,10 @@ var italianMonths = []string{"", "gennaio", "febbraio", "marzo", "aprile", "magg
 
 // italianDate formats t the spec's way for the deterministic renderer
 // ("lunedì 7 dicembre 2026, 09:30").
-func italianDate(t time.Time, allDay bool) string {
-	b := make([]byte, 0, 48)
+func italianDate(t time.Time, allDay bool) string { return string(appendItalianDate(nil, t, allDay)) }
+
+// appendItalianDate appends italianDate(t, allDay) to b.
+func appendItalianDate(b []byte, t time.Time, allDay bool) []byte {
 	b = append(append(b, italianDays[t.Weekday()]...), ' ')
 	b = append(strconv.AppendInt(b, int64(t.Day()), 10), ' ')
 	b = append(append(b, italianMonths[t.Month()]...), ' ')
@@ -141,7 +160,7 @@ func italianDate(t time.Time, allDay bool) string {
 	if !allDay {
 		b = t.AppendFormat(b, ", 15:04")
 	}
-	return string(b)
+	return b
 }
 
 // reminderTrigger is a reminder's snapshot of its event (the sidecar reference and source fields).
@@ -162,8 +181,15 @@ type reminderTrigger struct {
 	startAt, endAt time.Time
 }
 
+// reminderItem returns the reminder of e.
 func reminderItem(e reminderEvent, o ReminderOptions) Item {
-	start := time.Unix(e.Start, 0).Local()
+	return buildReminder(e, o, new(reminderTrigger), new(time.Time))
+}
+
+// buildReminder returns the reminder of e, its trigger in *ev and its due
+// time in *start.
+func buildReminder(e reminderEvent, o ReminderOptions, ev *reminderTrigger, start *time.Time) Item {
+	*start = time.Unix(e.Start, 0).Local()
 	key := "calendar:" + e.RefID
 	if e.RefID == "" {
 		key = "calendar:" + e.UID
@@ -180,9 +206,10 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if o.Language == "it" {
 		label, at = "Evento in arrivo", "Inizia"
 	}
-	summary := at + " " + italianDate(start, e.AllDay)
+	b := make([]byte, 0, len(at)+len(" — ")+len(e.Location)+40)
+	b = appendItalianDate(append(append(b, at...), ' '), *start, e.AllDay)
 	if e.Location != "" {
-		summary += " — " + e.Location
+		b = append(append(b, " — "...), e.Location...)
 	}
 	src := time.Unix(e.Start, 0)
 	if e.LastModified.Valid {
@@ -190,10 +217,10 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	}
 	// The row keeps the event's fields only; reading rebuilds the snapshot
 	// and the proposal from them (reminderTrigger.expand).
-	ev := &reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: start, endAt: time.Unix(e.End, 0).Local()}
-	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
-		DueAt: &start, SourceAt: src, reminder: ev}
+	*ev = reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
+		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: *start, endAt: time.Unix(e.End, 0).Local()}
+	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: string(b), Priority: priority,
+		DueAt: start, SourceAt: src, reminder: ev}
 }
 
 // legacyReminder is a reminder keyed calendar:<UID>/<start> by earlier
