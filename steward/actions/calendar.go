@@ -112,7 +112,14 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE start_at >= ? AND start_at < ?`, from, to).Scan(&bound); err != nil {
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
-	q := `SELECT ref_id, uid, title, location, calendar, account, source, start_at, end_at, all_day, last_modified
+	// The seven strings come as one column, each after its length in bytes
+	// (octet_length: embedded NULs and invalid UTF-8 included), then the
+	// strings themselves: every column fetched costs the driver several
+	// locked calls and a string of its own.
+	q := `SELECT start_at, end_at, all_day, last_modified,
+		octet_length(ref_id) || ',' || octet_length(uid) || ',' || octet_length(title) || ',' || octet_length(location) || ',' ||
+		octet_length(calendar) || ',' || octet_length(account) || ',' || octet_length(source) || ':' ||
+		ref_id || uid || title || location || calendar || account || source
 		FROM events WHERE status <> 'cancelled' AND start_at >= ? AND start_at < ?`
 	args := []any{from, to}
 	if !o.Cutoff.IsZero() {
@@ -128,8 +135,12 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 	triggers := make([]reminderTrigger, bound)
 	starts := make([]time.Time, bound)
 	var e reminderEvent
+	var packed string
 	for rows.Next() {
-		if err := rows.Scan(&e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source, &e.Start, &e.End, &e.AllDay, &e.LastModified); err != nil {
+		if err := rows.Scan(&e.Start, &e.End, &e.AllDay, &e.LastModified, &packed); err != nil {
+			return nil, fmt.Errorf("read calendar index: %w", err)
+		}
+		if err := unpackStrings(packed, &e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source); err != nil {
 			return nil, fmt.Errorf("read calendar index: %w", err)
 		}
 		if n := len(out); n < bound { // more rows than counted: a sync committed in between
@@ -142,6 +153,34 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
 	return out, nil
+}
+
+// unpackStrings splits "<len>,<len>,…:<bytes>" into dst.
+func unpackStrings(packed string, dst ...*string) error {
+	lengths, rest, found := strings.Cut(packed, ":")
+	for i, d := range dst {
+		sep := byte(',')
+		if i == len(dst)-1 {
+			sep = 0 // the last length ends the list
+		}
+		j := 0
+		n := 0
+		for ; j < len(lengths) && lengths[j] >= '0' && lengths[j] <= '9' && n <= len(rest); j++ {
+			n = n*10 + int(lengths[j]-'0')
+		}
+		if !found || j == 0 || n > len(rest) || (sep != 0 && (j == len(lengths) || lengths[j] != sep)) || (sep == 0 && j != len(lengths)) {
+			return fmt.Errorf("malformed event row %q", packed)
+		}
+		if sep != 0 {
+			j++
+		}
+		lengths = lengths[j:]
+		*d, rest = rest[:n], rest[n:]
+	}
+	if rest != "" {
+		return fmt.Errorf("malformed event row %q", packed)
+	}
+	return nil
 }
 
 var italianDays = []string{"domenica", "lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato"}
