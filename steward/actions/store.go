@@ -402,7 +402,7 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 	var fresh []*Item // items whose key has no row
 	for i := range items {
 		it := &items[i]
-		cur := current[it.SourceKey]
+		cur := current[i]
 		if cur == nil {
 			fresh = append(fresh, it)
 			continue
@@ -516,9 +516,10 @@ func (s *Store) lookup(ctx context.Context, tx *sql.Tx, key string) (*stored, er
 	return c, nil
 }
 
-// lookupMany returns the rows of keys in one query.
-func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[string]*stored, error) {
-	out := map[string]*stored{}
+// lookupMany returns the rows of items' keys in one query: out[i] is
+// items[i]'s row, or nil.
+func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) ([]*stored, error) {
+	out := make([]*stored, len(items))
 	if len(items) == 0 {
 		return out, nil
 	}
@@ -540,20 +541,26 @@ func (s *Store) lookupMany(ctx context.Context, tx *sql.Tx, items []Item) (map[s
 	list, _ := json.Marshal(keys)
 	// json_each drives the join: one probe of the source key's unique
 	// index and one row (its compact columns come first) per key, no
-	// temporary table of the keys.
-	rows, err := tx.QueryContext(ctx, `SELECT j.value, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items
+	// temporary table of the keys. A row comes back with its key's
+	// position in the list (j.key), not the key itself.
+	rows, err := tx.QueryContext(ctx, `SELECT j.key, items.id, items.status, items.source_at, items.source_hash FROM json_each(?) j CROSS JOIN items
 		WHERE items.source_key = j.value`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("read actions: %w", err)
 	}
 	defer rows.Close()
+	all := make([]stored, 0, len(items))
 	for rows.Next() {
-		var key string
+		var i int
 		var c stored
-		if err := rows.Scan(&key, &c.id, &c.status, &c.sourceAt, &c.hash); err != nil {
+		if err := rows.Scan(&i, &c.id, &c.status, &c.sourceAt, &c.hash); err != nil {
 			return nil, fmt.Errorf("read actions: %w", err)
 		}
-		out[key] = &c
+		if i < 0 || i >= len(out) {
+			return nil, fmt.Errorf("read actions: key position %d of %d", i, len(out))
+		}
+		all = append(all, c)
+		out[i] = &all[len(all)-1]
 	}
 	return out, rows.Err()
 }
