@@ -75,7 +75,7 @@ func appendReminderEvent(b []byte, key string, t *reminderTrigger) []byte {
 		flags |= reminderAllDay
 	}
 	fields := t.strings()
-	if t.RefID != "" && key == "calendar:"+t.RefID {
+	if ref, ok := strings.CutPrefix(key, "calendar:"); ok && ref != "" && ref == t.RefID {
 		flags |= reminderKeyIsRef
 		fields = fields[1:]
 	}

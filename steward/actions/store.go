@@ -399,15 +399,14 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 		return 0, 0, 0, err
 	}
 	w := s.writer(ctx, tx)
-	var fresh []*Item // items whose key has no row
+	var fresh []int // positions of the items whose key has no row
 	for i := range items {
-		it := &items[i]
 		cur := current[i]
 		if cur == nil {
-			fresh = append(fresh, it)
+			fresh = append(fresh, i)
 			continue
 		}
-		_, out, err := w.upsert(ctx, *it, keepStatus, now, cur)
+		_, out, err := w.upsert(ctx, items[i], keepStatus, now, cur)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -420,14 +419,20 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 	// New rows go in in key order: the source key's unique index (random
 	// refIds for reminders) then grows at its end instead of splitting
 	// pages all over, which takes fewer pages to build and to commit. A key
-	// twice in the batch is created by its first occurrence (the sort is
-	// stable) and updated by the later ones afterwards.
-	slices.SortStableFunc(fresh, func(a, b *Item) int { return strings.Compare(a.SourceKey, b.SourceKey) })
+	// twice in the batch is created by its first occurrence (ties sort by
+	// position) and updated by the later ones afterwards.
+	slices.SortFunc(fresh, func(a, b int) int {
+		if c := strings.Compare(items[a].SourceKey, items[b].SourceKey); c != 0 {
+			return c
+		}
+		return a - b
+	})
 	var again []*Item
-	var arena []byte
+	arena := make([]byte, 0, 64*len(fresh)) // the encoded reminder events
 	rem, gen := &batchInsert{tx: tx, sql: reminderInsertSQL}, &batchInsert{tx: tx, sql: multiInsertSQL}
-	for i, it := range fresh {
-		if i > 0 && it.SourceKey == fresh[i-1].SourceKey {
+	for i, at := range fresh {
+		it := &items[at]
+		if i > 0 && it.SourceKey == items[fresh[i-1]].SourceKey {
 			again = append(again, it)
 			continue
 		}
