@@ -158,30 +158,39 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 // unpackStrings splits "<len>,<len>,…:<bytes>" into dst.
 func unpackStrings(packed string, dst ...*string) error {
 	lengths, rest, found := strings.Cut(packed, ":")
+	if !found {
+		return malformedRow(packed)
+	}
 	for i, d := range dst {
-		sep := byte(',')
-		if i == len(dst)-1 {
-			sep = 0 // the last length ends the list
+		field := lengths
+		if i < len(dst)-1 {
+			if field, lengths, found = strings.Cut(lengths, ","); !found {
+				return malformedRow(packed)
+			}
 		}
-		j := 0
+		// Digits only (no sign), and never more than the bytes left.
+		if field == "" || len(field) > 9 {
+			return malformedRow(packed)
+		}
 		n := 0
-		for ; j < len(lengths) && lengths[j] >= '0' && lengths[j] <= '9' && n <= len(rest); j++ {
-			n = n*10 + int(lengths[j]-'0')
+		for _, c := range []byte(field) {
+			if c < '0' || c > '9' {
+				return malformedRow(packed)
+			}
+			n = n*10 + int(c-'0')
 		}
-		if !found || j == 0 || n > len(rest) || (sep != 0 && (j == len(lengths) || lengths[j] != sep)) || (sep == 0 && j != len(lengths)) {
-			return fmt.Errorf("malformed event row %q", packed)
+		if n > len(rest) {
+			return malformedRow(packed)
 		}
-		if sep != 0 {
-			j++
-		}
-		lengths = lengths[j:]
 		*d, rest = rest[:n], rest[n:]
 	}
 	if rest != "" {
-		return fmt.Errorf("malformed event row %q", packed)
+		return malformedRow(packed)
 	}
 	return nil
 }
+
+func malformedRow(packed string) error { return fmt.Errorf("malformed event row %q", packed) }
 
 var italianDays = []string{"domenica", "lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato"}
 var italianMonths = []string{"", "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre", "novembre", "dicembre"}

@@ -416,11 +416,11 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 			updated++
 		}
 	}
-	// New rows go in in key order: the source key's unique index (random
-	// refIds for reminders) then grows at its end instead of splitting
-	// pages all over, which takes fewer pages to build and to commit. A key
-	// twice in the batch is created by its first occurrence (ties sort by
-	// position) and updated by the later ones afterwards.
+	// New rows go in in key order, so that consecutive inserts into the
+	// source key's unique index (random refIds for reminders) land on
+	// neighbouring pages, and a key twice in the batch sits with itself: its
+	// first occurrence (ties sort by position) creates it, the later ones
+	// update it afterwards.
 	slices.SortFunc(fresh, func(a, b int) int {
 		if c := strings.Compare(items[a].SourceKey, items[b].SourceKey); c != 0 {
 			return c
