@@ -104,9 +104,24 @@ func (s *Store) CalendarReminders(ctx context.Context, o ReminderOptions) (Remin
 
 // readReminders reads the eligible events and returns their reminders.
 func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, error) {
-	q := `SELECT ref_id, uid, title, location, calendar, account, source, start_at, end_at, all_day, last_modified
+	from, to := o.Now.Unix(), o.Now.Add(time.Duration(o.Days)*24*time.Hour).Unix()
+	// The events in the window, counted on the time index alone, bound the
+	// reminders: their slices are allocated once (growing a slice of
+	// 10,000 Items copied and cleared megabytes).
+	var bound int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE start_at >= ? AND start_at < ?`, from, to).Scan(&bound); err != nil {
+		return nil, fmt.Errorf("read calendar index: %w", err)
+	}
+	// The seven strings come as one column, each after its length in bytes
+	// (octet_length: embedded NULs and invalid UTF-8 included), then the
+	// strings themselves: every column fetched costs the driver several
+	// locked calls and a string of its own.
+	q := `SELECT start_at, end_at, all_day, last_modified,
+		octet_length(ref_id) || ',' || octet_length(uid) || ',' || octet_length(title) || ',' || octet_length(location) || ',' ||
+		octet_length(calendar) || ',' || octet_length(account) || ',' || octet_length(source) || ':' ||
+		ref_id || uid || title || location || calendar || account || source
 		FROM events WHERE status <> 'cancelled' AND start_at >= ? AND start_at < ?`
-	args := []any{o.Now.Unix(), o.Now.Add(time.Duration(o.Days) * 24 * time.Hour).Unix()}
+	args := []any{from, to}
 	if !o.Cutoff.IsZero() {
 		q += ` AND last_modified >= ?`
 		args = append(args, o.Cutoff.Unix())
@@ -116,24 +131,76 @@ func readReminders(ctx context.Context, db *sql.DB, o ReminderOptions) ([]Item, 
 		return nil, fmt.Errorf("read calendar index: %w", err)
 	}
 	defer rows.Close()
-	var out []Item
+	out := make([]Item, 0, bound)
+	triggers := make([]reminderTrigger, bound)
+	starts := make([]time.Time, bound)
 	var e reminderEvent
+	var packed string
 	for rows.Next() {
-		if err := rows.Scan(&e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source, &e.Start, &e.End, &e.AllDay, &e.LastModified); err != nil {
+		if err := rows.Scan(&e.Start, &e.End, &e.AllDay, &e.LastModified, &packed); err != nil {
 			return nil, fmt.Errorf("read calendar index: %w", err)
 		}
-		out = append(out, reminderItem(e, o))
+		if err := unpackStrings(packed, &e.RefID, &e.UID, &e.Title, &e.Location, &e.Calendar, &e.Account, &e.Source); err != nil {
+			return nil, fmt.Errorf("read calendar index: %w", err)
+		}
+		if n := len(out); n < bound { // more rows than counted: a sync committed in between
+			out = append(out, buildReminder(e, o, &triggers[n], &starts[n]))
+		} else {
+			out = append(out, reminderItem(e, o))
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read calendar index: %w", err)
+	}
+	return out, nil
 }
+
+// unpackStrings splits "<len>,<len>,…:<bytes>" into dst.
+func unpackStrings(packed string, dst ...*string) error {
+	lengths, rest, found := strings.Cut(packed, ":")
+	if !found {
+		return malformedRow(packed)
+	}
+	for i, d := range dst {
+		field := lengths
+		if i < len(dst)-1 {
+			if field, lengths, found = strings.Cut(lengths, ","); !found {
+				return malformedRow(packed)
+			}
+		}
+		// Digits only (no sign), and never more than the bytes left.
+		if field == "" || len(field) > 9 {
+			return malformedRow(packed)
+		}
+		n := 0
+		for _, c := range []byte(field) {
+			if c < '0' || c > '9' {
+				return malformedRow(packed)
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n > len(rest) {
+			return malformedRow(packed)
+		}
+		*d, rest = rest[:n], rest[n:]
+	}
+	if rest != "" {
+		return malformedRow(packed)
+	}
+	return nil
+}
+
+func malformedRow(packed string) error { return fmt.Errorf("malformed event row %q", packed) }
 
 var italianDays = []string{"domenica", "lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato"}
 var italianMonths = []string{"", "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre", "novembre", "dicembre"}
 
 // italianDate formats t the spec's way for the deterministic renderer
 // ("lunedì 7 dicembre 2026, 09:30").
-func italianDate(t time.Time, allDay bool) string {
-	b := make([]byte, 0, 48)
+func italianDate(t time.Time, allDay bool) string { return string(appendItalianDate(nil, t, allDay)) }
+
+// appendItalianDate appends italianDate(t, allDay) to b.
+func appendItalianDate(b []byte, t time.Time, allDay bool) []byte {
 	b = append(append(b, italianDays[t.Weekday()]...), ' ')
 	b = append(strconv.AppendInt(b, int64(t.Day()), 10), ' ')
 	b = append(append(b, italianMonths[t.Month()]...), ' ')
@@ -141,7 +208,7 @@ func italianDate(t time.Time, allDay bool) string {
 	if !allDay {
 		b = t.AppendFormat(b, ", 15:04")
 	}
-	return string(b)
+	return b
 }
 
 // reminderTrigger is a reminder's snapshot of its event (the sidecar reference and source fields).
@@ -162,8 +229,15 @@ type reminderTrigger struct {
 	startAt, endAt time.Time
 }
 
+// reminderItem returns the reminder of e.
 func reminderItem(e reminderEvent, o ReminderOptions) Item {
-	start := time.Unix(e.Start, 0).Local()
+	return buildReminder(e, o, new(reminderTrigger), new(time.Time))
+}
+
+// buildReminder returns the reminder of e, its trigger in *ev and its due
+// time in *start.
+func buildReminder(e reminderEvent, o ReminderOptions, ev *reminderTrigger, start *time.Time) Item {
+	*start = time.Unix(e.Start, 0).Local()
 	key := "calendar:" + e.RefID
 	if e.RefID == "" {
 		key = "calendar:" + e.UID
@@ -180,9 +254,10 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	if o.Language == "it" {
 		label, at = "Evento in arrivo", "Inizia"
 	}
-	summary := at + " " + italianDate(start, e.AllDay)
+	b := make([]byte, 0, len(at)+len(" — ")+len(e.Location)+40)
+	b = appendItalianDate(append(append(b, at...), ' '), *start, e.AllDay)
 	if e.Location != "" {
-		summary += " — " + e.Location
+		b = append(append(b, " — "...), e.Location...)
 	}
 	src := time.Unix(e.Start, 0)
 	if e.LastModified.Valid {
@@ -190,10 +265,10 @@ func reminderItem(e reminderEvent, o ReminderOptions) Item {
 	}
 	// The row keeps the event's fields only; reading rebuilds the snapshot
 	// and the proposal from them (reminderTrigger.expand).
-	ev := &reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
-		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: start, endAt: time.Unix(e.End, 0).Local()}
-	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: summary, Priority: priority,
-		DueAt: &start, SourceAt: src, reminder: ev}
+	*ev = reminderTrigger{RefID: e.RefID, UID: e.UID, Title: e.Title, Location: e.Location, Calendar: e.Calendar,
+		Account: e.Account, Source: e.Source, AllDay: e.AllDay, startAt: *start, endAt: time.Unix(e.End, 0).Local()}
+	return Item{SourceKey: key, Kind: KindEventReminder, Title: label + ": " + title, Summary: string(b), Priority: priority,
+		DueAt: start, SourceAt: src, reminder: ev}
 }
 
 // legacyReminder is a reminder keyed calendar:<UID>/<start> by earlier

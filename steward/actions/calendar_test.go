@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/steward/connectors/calendar"
 )
 
@@ -151,5 +153,64 @@ func TestCalendarRemindersMissingIndex(t *testing.T) {
 	}
 	if res, _ := s.List(context.Background(), ListOptions{}); len(res.Items) != 0 {
 		t.Fatal("items without an index")
+	}
+}
+
+// unpackStrings reads what readReminders' query packs, and nothing else.
+func TestUnpackStrings(t *testing.T) {
+	for _, c := range []struct {
+		packed string
+		want   []string // nil: rejected
+	}{
+		{"1,0,3:a\x00b:", []string{"a", "", "\x00b:"}},
+		{"0,0,0:", []string{"", "", ""}},
+		{"2,2,2:abcdef", []string{"ab", "cd", "ef"}},
+		{"2,2,2:abcdefg", nil},  // bytes left over
+		{"2,2,3:abcdef", nil},   // too few bytes
+		{"2,2:abcd", nil},       // too few lengths
+		{"2,2,2,0:abcdef", nil}, // too many
+		{"2,,2:abcd", nil},      // an empty length
+		{"2,2,2abcdef", nil},    // no separator
+		{"-1,2,2:abcd", nil},    // a sign
+		{"99999999999999999999,0,0:", nil},
+	} {
+		var a, b, d string
+		err := unpackStrings(c.packed, &a, &b, &d)
+		if c.want == nil {
+			if err == nil {
+				t.Errorf("%q accepted as %q %q %q", c.packed, a, b, d)
+			}
+			continue
+		}
+		if err != nil || a != c.want[0] || b != c.want[1] || d != c.want[2] {
+			t.Errorf("%q: %q %q %q %v, want %q", c.packed, a, b, d, err, c.want)
+		}
+	}
+}
+
+// readReminders' packed read returns the index's strings byte for byte:
+// NULs, invalid UTF-8, separators and multi-byte text included.
+func TestReadRemindersExactStrings(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlitedb.Open(ctx, filepath.Join(t.TempDir(), "index.sqlitedb"), sqlitedb.Options{Migrations: []string{`CREATE TABLE events (
+		ref_id TEXT, uid TEXT, title TEXT, location TEXT, calendar TEXT, account TEXT, source TEXT,
+		start_at INTEGER, end_at INTEGER, all_day INTEGER, last_modified INTEGER, status TEXT);`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	want := []string{"r:1,2", "u\x00id", "caf\xe9 ☕ 3,4:5", "", ",", ":", "日本"}
+	if _, err := db.ExecContext(ctx, `INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,0,NULL,'')`, want[0], want[1], want[2], want[3], want[4],
+		want[5], want[6], now.Add(time.Hour).Unix(), now.Add(2*time.Hour).Unix()); err != nil {
+		t.Fatal(err)
+	}
+	items, err := readReminders(ctx, db, ReminderOptions{Now: now, Days: 1})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("%d reminders, %v", len(items), err)
+	}
+	e := items[0].reminder
+	if got := []string{e.RefID, e.UID, e.Title, e.Location, e.Calendar, e.Account, e.Source}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"path/filepath"
 	"reflect"
@@ -91,6 +92,16 @@ func TestCompactReminderReadsAsFull(t *testing.T) {
 	if created, _, _, err := s.UpsertBatch(ctx, items, true); err != nil || created != len(items) {
 		t.Fatalf("stored %d of %d: %v", created, len(items), err)
 	}
+	// Each reminder once more as the first compact encoding stored it
+	// (version 1: refId and formatted times in the blob), under "v1:".
+	for i := 0; i < len(items); i += 2 {
+		it := items[i]
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO items(source_key, kind, title, summary, priority, due_at, status, created_at,
+			updated_at, source_at, source_hash, reminder_event) SELECT 'v1:' || source_key, kind, title, summary, priority, due_at, status,
+			created_at, updated_at, source_at, source_hash, ? FROM items WHERE source_key = ?`, appendReminderEventV1(nil, it.reminder), it.SourceKey); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := s.List(ctx, ListOptions{Limit: 100, IncludePayload: true})
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +130,12 @@ func TestCompactReminderReadsAsFull(t *testing.T) {
 			t.Fatalf("%s rebuilt without a proposal or trigger: %+v", it.SourceKey, compact)
 		}
 		sameReminder(t, "Get "+it.SourceKey, compact, full)
+		v1, err := s.BySource(ctx, "v1:"+it.SourceKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameReminder(t, "version-1 row "+it.SourceKey, v1, full)
+		sameReminder(t, "List version-1 row "+it.SourceKey, listed["v1:"+it.SourceKey], full)
 		sameReminder(t, "List "+it.SourceKey, listed[it.SourceKey], listed["old:"+it.SourceKey])
 		sameReminder(t, "List vs Get "+it.SourceKey, listed[it.SourceKey], compact)
 	}
@@ -253,24 +270,92 @@ func TestReminderPayloadMigration(t *testing.T) {
 	}
 }
 
-// FuzzReminderEvent feeds arbitrary bytes to the reminder event decoder:
-// it never panics, and what it accepts encodes back to the same bytes.
+// appendReminderEventV1 is version 1 of the encoding (the first compact
+// rows), kept here to write such rows: every string of the trigger with
+// Start and End formatted, length-prefixed, then the all-day flag.
+func appendReminderEventV1(b []byte, t *reminderTrigger) []byte {
+	t = t.formatted()
+	b = append(b, reminderEventV1)
+	for _, f := range append(t.strings(), &t.Start, &t.End) {
+		b = binary.AppendUvarint(b, uint64(len(*f)))
+		b = append(b, *f...)
+	}
+	if t.AllDay {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// The trigger a version-2 event reads back as is the one it was encoded
+// from, in time zones whose offset differs between start and end (a
+// daylight-saving change), with the refId taken from the key or stored.
+func TestReminderEventRoundTrip(t *testing.T) {
+	rome, err := time.LoadLocation("Europe/Rome")
+	if err != nil {
+		t.Skip("no zone data:", err)
+	}
+	start := time.Date(2026, 10, 24, 22, 30, 0, 0, rome) // ends after the change to winter time
+	for _, c := range []struct {
+		key string
+		ev  reminderTrigger
+	}{
+		{"calendar:0f3a9c", reminderTrigger{RefID: "0f3a9c", UID: "u@x", Title: "Night train", Location: "Roma Termini", Calendar: "home",
+			Account: "dav", Source: "dav", startAt: start, endAt: start.Add(10 * time.Hour)}},
+		{"calendar:uid-only", reminderTrigger{UID: "uid-only", Title: "caf\xe9 \x00", AllDay: true,
+			startAt: start.In(time.UTC), endAt: start.Add(24 * time.Hour).In(time.FixedZone("", -(9*3600 + 30*60)))}},
+		{"old:calendar:77aa", reminderTrigger{RefID: "77aa", UID: "x", startAt: start.In(time.Local), endAt: start.In(time.Local)}},
+	} {
+		b := appendReminderEvent(nil, c.key, &c.ev)
+		got, err := decodeReminderEvent(b, c.key, sql.NullInt64{Int64: c.ev.startAt.UnixMilli(), Valid: true})
+		if err != nil {
+			t.Fatalf("%s: %v", c.key, err)
+		}
+		if g, w := *got.formatted(), *c.ev.formatted(); g.Start != w.Start || g.End != w.End || !reflect.DeepEqual(g.strings(), w.strings()) ||
+			g.AllDay != w.AllDay {
+			t.Fatalf("%s reads back as %+v, want %+v", c.key, g, w)
+		}
+		if strings.Contains(string(b), "0f3a9c") {
+			t.Fatalf("%s: the refId is stored beside the key that holds it: %q", c.key, b)
+		}
+		if _, err := decodeReminderEvent(b, c.key, sql.NullInt64{}); err == nil {
+			t.Fatalf("%s: a version-2 event decoded without its row's due time", c.key)
+		}
+	}
+	if w := "2026-10-25T07:30:00+01:00"; (&reminderTrigger{startAt: start, endAt: start.Add(10 * time.Hour)}).formatted().End != w {
+		t.Fatalf("the test's end does not cross the change (want %s)", w)
+	}
+}
+
+// FuzzReminderEvent feeds arbitrary bytes, source keys and due times to the
+// reminder event decoder: it never panics, and what it accepts encodes
+// back to an event that decodes the same.
 func FuzzReminderEvent(f *testing.F) {
-	f.Add(appendReminderEvent(nil, &reminderTrigger{RefID: "r", UID: "u", Title: "t", Start: "2026-12-01T09:00:00Z", AllDay: true}))
-	f.Add(appendReminderEvent(nil, &reminderTrigger{}))
-	f.Add([]byte{1, 200, 1})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ev, err := decodeReminderEvent(b)
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	full := &reminderTrigger{RefID: "r", UID: "u", Title: "t", Location: "l", AllDay: true, startAt: start, endAt: start.Add(time.Hour)}
+	f.Add(appendReminderEvent(nil, "calendar:r", full), "calendar:r", start.UnixMilli())
+	f.Add(appendReminderEvent(nil, "mail:x", full), "mail:x", start.UnixMilli())
+	f.Add(appendReminderEventV1(nil, full), "calendar:r", int64(0))
+	f.Add([]byte{1, 200, 1}, "", int64(0))
+	f.Add([]byte{2, 2, 0}, "calendar:", int64(-1))
+	f.Add([]byte{}, "", int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, key string, due int64) {
+		d := sql.NullInt64{Int64: due, Valid: true}
+		ev, err := decodeReminderEvent(b, key, d)
 		if err != nil {
 			return
 		}
-		if again := appendReminderEvent(nil, ev); !bytes.Equal(again, b) {
-			// A uvarint may be encoded non-minimally; the decoded event
-			// must still round-trip.
-			if ev2, err := decodeReminderEvent(again); err != nil || !reflect.DeepEqual(ev, ev2) {
-				t.Fatalf("%q decodes to %+v, which encodes to %q", b, ev, again)
-			}
+		var again []byte
+		if b[0] == reminderEventV1 {
+			again = appendReminderEventV1(nil, ev)
+		} else {
+			again = appendReminderEvent(nil, key, ev)
+		}
+		ev2, err := decodeReminderEvent(again, key, d)
+		if err != nil {
+			t.Fatalf("%q decodes to %+v, which encodes to %q, which does not decode: %v", b, ev, again, err)
+		}
+		if g, w := *ev2.formatted(), *ev.formatted(); !reflect.DeepEqual(g.strings(), w.strings()) || g.Start != w.Start || g.End != w.End || g.AllDay != w.AllDay {
+			t.Fatalf("%q decodes to %+v, which encodes to %q, which decodes to %+v", b, w, again, g)
 		}
 	})
 }

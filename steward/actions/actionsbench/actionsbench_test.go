@@ -2,8 +2,11 @@ package actionsbench
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/agentstack/agentstack/steward/actions"
 )
@@ -96,10 +99,54 @@ func BenchmarkUnchangedPass(b *testing.B) {
 	if _, err := store.CalendarReminders(ctx, ro); err != nil {
 		b.Fatal(err)
 	}
+	runtime.GC()
+	cpu := cpuTime()
 	for b.Loop() {
 		r, err := store.CalendarReminders(ctx, ro)
 		if err != nil || r.Unchanged != o.Events {
 			b.Fatal(r, err)
 		}
 	}
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1000/float64(b.N), "cpuMs/op")
+}
+
+// BenchmarkCreatingPass profiles the first pass alone: 10,000 events, each
+// iteration into a new store (opened and closed outside the timer).
+func BenchmarkCreatingPass(b *testing.B) {
+	ctx := context.Background()
+	o := Options{Dir: b.TempDir(), Events: 10000}
+	idx, now, err := calendarIndex(ctx, &o, filepath.Join(o.Dir, "calendar"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ro := actions.ReminderOptions{IndexPath: idx, Now: now}
+	var cpu time.Duration
+	var gcs uint32
+	var ms runtime.MemStats
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		store, err := actions.Open(ctx, filepath.Join(o.Dir, fmt.Sprintf("actions-%d.db", i)), actions.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		n := ms.NumGC
+		b.StartTimer()
+		c := cpuTime()
+		r, err := store.CalendarReminders(ctx, ro)
+		cpu += cpuTime() - c
+		b.StopTimer()
+		runtime.ReadMemStats(&ms)
+		gcs += ms.NumGC - n
+		b.StartTimer()
+		if err != nil || r.Created != o.Events {
+			b.Fatal(r, err)
+		}
+		b.StopTimer()
+		store.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpuMs/op")
+	b.ReportMetric(float64(gcs)/float64(b.N), "gcs/op")
 }
