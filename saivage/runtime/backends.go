@@ -43,10 +43,15 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	backend, _ := lookup(EnvWebSearchBackend)
-	searchURL, _ := lookup(EnvWebSearchURL)
+	env := func(name string) string {
+		if v, ok := lookup(name); ok {
+			return v
+		}
+		return ""
+	}
+	backend, searchURL := env(EnvWebSearchBackend), env(EnvWebSearchURL)
 	if (backend != "" || searchURL != "") && o.WebSearch == nil {
-		key, _ := lookup(EnvWebSearchKey)
+		key := env(EnvWebSearchKey)
 		if key != "" {
 			o.Secrets = append(o.Secrets, key)
 		}
