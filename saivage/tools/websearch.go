@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -65,26 +64,9 @@ type WebSearchOptions struct {
 	Client *http.Client
 }
 
-var searchBackends = map[string]func(WebSearchOptions) WebSearcher{
-	SearchBackendSearXNG: func(o WebSearchOptions) WebSearcher {
-		return &SearXNG{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}
-	},
-	SearchBackendBrave: func(o WebSearchOptions) WebSearcher {
-		return &Brave{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}
-	},
-	SearchBackendTavily: func(o WebSearchOptions) WebSearcher {
-		return &Tavily{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}
-	},
-}
-
 // SearchBackendNames lists the backends NewWebSearcher accepts, sorted.
 func SearchBackendNames() []string {
-	names := make([]string, 0, len(searchBackends))
-	for n := range searchBackends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return []string{SearchBackendBrave, SearchBackendSearXNG, SearchBackendTavily}
 }
 
 // NewWebSearcher validates o and returns its backend. The errors name what
@@ -92,10 +74,6 @@ func SearchBackendNames() []string {
 func NewWebSearcher(o WebSearchOptions) (WebSearcher, error) {
 	if o.Backend == "" {
 		o.Backend = SearchBackendSearXNG
-	}
-	build, ok := searchBackends[o.Backend]
-	if !ok {
-		return nil, fmt.Errorf("unknown websearch backend %q (allowed: %s)", o.Backend, strings.Join(SearchBackendNames(), ", "))
 	}
 	switch o.Backend {
 	case SearchBackendSearXNG:
@@ -110,6 +88,8 @@ func NewWebSearcher(o WebSearchOptions) (WebSearcher, error) {
 		if o.BaseURL == "" {
 			o.BaseURL = DefaultTavilyURL
 		}
+	default:
+		return nil, fmt.Errorf("unknown websearch backend %q (allowed: %s)", o.Backend, strings.Join(SearchBackendNames(), ", "))
 	}
 	if o.Backend != SearchBackendSearXNG && o.APIKey == "" {
 		return nil, fmt.Errorf("websearch backend %s needs an API key", o.Backend)
@@ -118,7 +98,13 @@ func NewWebSearcher(o WebSearchOptions) (WebSearcher, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
 		return nil, fmt.Errorf("websearch backend %s: URL %q is not an absolute http(s) URL without credentials or query", o.Backend, o.BaseURL)
 	}
-	return build(o), nil
+	switch o.Backend {
+	case SearchBackendBrave:
+		return &Brave{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
+	case SearchBackendTavily:
+		return &Tavily{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
+	}
+	return &SearXNG{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
 }
 
 // SearXNG is a WebSearcher over a SearXNG-compatible JSON API:
