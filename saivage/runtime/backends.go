@@ -15,9 +15,14 @@ import (
 // Environment variables selecting the optional tool backends. Each one
 // absent leaves its tools reporting themselves unavailable.
 const (
-	// EnvWebSearchURL is a SearXNG-compatible JSON search endpoint.
+	// EnvWebSearchBackend selects the websearch backend: searxng (the
+	// default), brave or tavily (tools.SearchBackendNames).
+	EnvWebSearchBackend = "SAIVAGE_WEBSEARCH_BACKEND"
+	// EnvWebSearchURL is the backend's endpoint root: required for a
+	// SearXNG-compatible instance, an override for brave and tavily.
 	EnvWebSearchURL = "SAIVAGE_WEBSEARCH_URL"
-	// EnvWebSearchKey is an optional bearer token for it.
+	// EnvWebSearchKey is the backend's API key (required for brave and
+	// tavily); it joins the redacted secrets.
 	EnvWebSearchKey = "SAIVAGE_WEBSEARCH_KEY"
 	// EnvRetrievalURL is the retrieval engine's loopback HTTP API.
 	EnvRetrievalURL = "SAIVAGE_RETRIEVAL_URL"
@@ -38,12 +43,23 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	if v, ok := lookup(EnvWebSearchURL); ok && v != "" && o.WebSearch == nil {
-		key, _ := lookup(EnvWebSearchKey)
-		o.WebSearch = &tools.SearXNG{BaseURL: v, APIKey: key, Client: o.HTTPClient}
+	env := func(name string) string {
+		if v, ok := lookup(name); ok {
+			return v
+		}
+		return ""
+	}
+	backend, searchURL := env(EnvWebSearchBackend), env(EnvWebSearchURL)
+	if (backend != "" || searchURL != "") && o.WebSearch == nil {
+		key := env(EnvWebSearchKey)
 		if key != "" {
 			o.Secrets = append(o.Secrets, key)
 		}
+		ws, err := tools.NewWebSearcher(tools.WebSearchOptions{Backend: backend, BaseURL: searchURL, APIKey: key, Client: o.HTTPClient})
+		if err != nil {
+			return fmt.Errorf("%s/%s/%s: %w", EnvWebSearchBackend, EnvWebSearchURL, EnvWebSearchKey, err)
+		}
+		o.WebSearch = ws
 	}
 	if v, ok := lookup(EnvRetrievalURL); ok && v != "" && o.Retrieval == nil {
 		r, err := tools.NewHTTPRetrieval(v, nil)
