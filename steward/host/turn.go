@@ -151,7 +151,7 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 			if !out.Aborted {
 				out.Cause, out.Fix = explainWatchTurnError(out.Error)
 			}
-			journalError(j, out)
+			journalError(j, t.id, out)
 			return turnOutcome{err: err, result: out}
 		}
 		// Only a completed turn enters the session, so a failed attempt
@@ -174,14 +174,14 @@ func (m *ChatManager) turnBody(ctx context.Context, chatID string, t *turn, spec
 		if !out.Aborted {
 			out.Cause, out.Fix = explainTurnError(out.Error)
 		}
-		journalError(j, out)
+		journalError(j, t.id, out)
 	}
 	return turnOutcome{result: out}
 }
 
 // journalError keeps a failed turn's error card in the transcript.
-func journalError(j *journal, r protocol.TurnResult) {
-	data, _ := json.Marshal(protocol.TurnError{Error: r.Error, Aborted: r.Aborted, Cause: r.Cause, Fix: r.Fix})
+func journalError(j *journal, turnID string, r protocol.TurnResult) {
+	data, _ := json.Marshal(protocol.TurnError{TurnID: turnID, Error: r.Error, Aborted: r.Aborted, Cause: r.Cause, Fix: r.Fix})
 	j.append(&chats.Entry{Kind: protocol.EntryError, Data: data})
 }
 

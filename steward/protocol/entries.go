@@ -55,6 +55,9 @@ type QuestionCard struct {
 // (Aborted) or failed, with the plain cause and fix and the technical
 // error for the details.
 type TurnError struct {
+	// TurnID is the turn whose turn.done frame carries the same error: a
+	// page that read the transcript before the frame arrived shows it once.
+	TurnID  string `json:"turnId,omitempty"`
 	Error   string `json:"error"`
 	Aborted bool   `json:"aborted"`
 	Cause   string `json:"cause"`

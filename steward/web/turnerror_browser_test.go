@@ -36,6 +36,30 @@ func TestBrowserFailedTurn(t *testing.T) {
 	b.noExceptions()
 
 	h.checkTurnFailedRow(b, func(e audit.Event) bool { return e.Summary == cause && e.ChatID != "" }, "refused the API key")
+
+	// The host stores an entry before it publishes its frame, so a page can
+	// read the transcript with the turn's error (or reply) in it and then get
+	// the frame: each shows once (two error cards were seen under load).
+	counts := eval[map[string]int](b, `(async () => {
+		const src = document.querySelector('script[type=module]').src.replace(/app\.js$/, 'chat.js');
+		const { ChatView } = await import(src);
+		const app = { chats: new Map(), pending: new Map(), toast() {},
+			conn: { status: 'open', send() { return true; }, request() { return new Promise(() => {}); } } };
+		const v = new ChatView(app, 'chat_race');
+		v.load({ running: true, entries: [
+			{ id: 'u1', kind: 'user', data: { messageId: 'u1', text: 'hi' } },
+			{ id: 'a1', kind: 'assistant', data: { messageId: 'asst_1', text: 'first answer' } },
+			{ id: 'e1', kind: 'error', data: { turnId: 'turn_2', error: 'HTTP 401', cause: 'refused', fix: '' } },
+		] });
+		v.onFrame({ type: 'assistant.message', chatId: 'chat_race', turnId: 'turn_1', messageId: 'asst_1', text: 'first answer' });
+		v.onFrame({ type: 'turn.done', chatId: 'chat_race', turnId: 'turn_2', ok: false, error: 'HTTP 401', cause: 'refused' });
+		// A later turn's failure is new: it shows.
+		v.onFrame({ type: 'turn.done', chatId: 'chat_race', turnId: 'turn_3', ok: false, error: 'HTTP 500', cause: 'down' });
+		return { errors: v.log.querySelectorAll('.msg.turn-error').length, answers: v.log.querySelectorAll('.msg.assistant').length };
+	})()`)
+	if counts["errors"] != 2 || counts["answers"] != 1 {
+		t.Errorf("after frames already in the transcript: %d error cards (want 2: the stored one and a later turn's), %d answers (want 1)", counts["errors"], counts["answers"])
+	}
 }
 
 // TestBrowserFailedWatchTurn: a watch turn the provider refuses shows in

@@ -269,6 +269,12 @@ export class ChatView {
         this.queueStreamRender();
         break;
       case 'assistant.message': {
+        // Already in the transcript read while the frame was on its way.
+        if (this.entries.some((e) => e.kind === 'assistant' && e.data?.messageId === f.messageId)) {
+          this.stream?.el.remove();
+          this.stream = null;
+          break;
+        }
         let el = this.stream?.el;
         this.stream = null;
         if (!el) {
@@ -319,8 +325,10 @@ export class ChatView {
           this.stream.el.classList.remove('streaming');
           this.stream = null;
         }
-        if (!f.ok) {
-          const d = { error: f.error, aborted: f.aborted, cause: f.cause, fix: f.fix };
+        // The transcript may have been read after the host stored this
+        // turn's error and before this frame arrived: show it once.
+        if (!f.ok && !this.entries.some((e) => e.kind === 'error' && e.data?.turnId && e.data.turnId === f.turnId)) {
+          const d = { turnId: f.turnId, error: f.error, aborted: f.aborted, cause: f.cause, fix: f.fix };
           this.entries.push({ id: `err-${f.turnId}`, kind: 'error', at: new Date().toISOString(), data: d });
           this.log.append(this.errorLine(d));
         }
