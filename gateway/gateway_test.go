@@ -614,3 +614,35 @@ rates:
 		t.Errorf("rates = %+v", rates)
 	}
 }
+
+// TestStreamRefusalRetriesWithoutStreaming: a provider whose structured
+// error names the stream parameter is asked again without streaming and its
+// answer re-emitted as SSE; a 400 whose words only mention streams is the
+// provider's answer, passed through.
+func TestStreamRefusalRetriesWithoutStreaming(t *testing.T) {
+	f := newFixture(t, twoCandidates, gateway.Options{})
+	f.upstream.Enqueue("first", llmtest.Reply{Status: 400, ErrorMessage: "Unsupported value: 'stream' does not support true with this model.",
+		ErrorCode: "unsupported_value", ErrorType: "invalid_request_error", ErrorParam: "stream"})
+	f.upstream.Enqueue("first", llmtest.Reply{Content: "answer without a stream"})
+	resp, body := f.post(t, "/v1/chat/completions", chat("tier-5", true), nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d type %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if text, errMsg := streamText(t, sse(t, body)); text != "answer without a stream" || errMsg != "" {
+		t.Errorf("text %q err %q", text, errMsg)
+	}
+	reqs := f.upstream.Requests()
+	if len(reqs) != 2 || reqs[0].Model != "first" || reqs[1].Model != "first" || reqs[1].Body["stream"] == true {
+		t.Errorf("upstream saw %d requests; the second must ask the same model without streaming", len(reqs))
+	}
+
+	g := newFixture(t, twoCandidates, gateway.Options{})
+	g.upstream.Enqueue("first", llmtest.Reply{Status: 400, ErrorMessage: "the stream of messages is too long for this model"})
+	resp, body = g.post(t, "/v1/chat/completions", chat("tier-5", true), nil)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "too long") {
+		t.Fatalf("status %d body %s", resp.StatusCode, body)
+	}
+	if got := upstreamModels(g.upstream); len(got) != 1 {
+		t.Errorf("a 400 that only mentions streams was retried: upstream saw %v", got)
+	}
+}

@@ -396,6 +396,22 @@ func providerMessage(body []byte) string {
 	return msg
 }
 
+// refusesStreaming reports a provider's structured refusal of the stream
+// parameter itself (a 400 or 422 whose error names "stream" or
+// "stream_options" as its param, as OpenAI-compatible APIs do for a model
+// that cannot stream), never a guess from the message's words.
+func refusesStreaming(status int, body []byte) bool {
+	if status != http.StatusBadRequest && status != http.StatusUnprocessableEntity {
+		return false
+	}
+	var er llm.ErrorResponse
+	if json.Unmarshal(body, &er) != nil {
+		return false
+	}
+	p, _ := er.Error.Param.(string)
+	return p == "stream" || p == "stream_options"
+}
+
 // tryStream asks t for a native stream. Until the first event has been
 // forwarded nothing is committed and a failure moves on to the next
 // candidate; afterwards a failure ends the client's stream with an error
@@ -425,7 +441,7 @@ func (x *exchange) tryStream(t *target) bool {
 		}
 		// A plan's bytes are fixed: its candidate cannot be asked again
 		// without streaming.
-		if resp.StatusCode/100 != 2 && x.plan == nil && strings.Contains(strings.ToLower(providerMessage(body)), "stream") {
+		if x.plan == nil && refusesStreaming(resp.StatusCode, body) {
 			// The provider refuses streaming: ask again without it and re-emit.
 			x.attempt(t, true, resp.StatusCode, OutcomeRetryable, toHeaders, "streaming refused; retrying without streaming")
 			return x.tryOnce(t, true)

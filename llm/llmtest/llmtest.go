@@ -27,11 +27,13 @@ import (
 type Reply struct {
 	// Status, when not 0 or 200, answers with an OpenAI error object and this
 	// HTTP status; ErrorMessage is its message, ErrorCode and ErrorType its
-	// structured code and type (type default "scripted_error").
+	// structured code and type (type default "scripted_error"), ErrorParam
+	// the request parameter it names.
 	Status       int
 	ErrorMessage string
 	ErrorCode    string
 	ErrorType    string
+	ErrorParam   string
 
 	Content   string
 	Reasoning string
@@ -51,7 +53,8 @@ type Reply struct {
 	DropAfter int
 	// DropBeforeHeaders closes the connection without any response.
 	DropBeforeHeaders bool
-	// RejectStream answers a stream request with 400 "streaming is not supported".
+	// RejectStream answers a stream request with 400 "streaming is not
+	// supported", its error naming the "stream" param as OpenAI's does.
 	RejectStream bool
 	// IgnoreStream answers a stream request with a plain JSON completion, as
 	// some servers do.
@@ -187,8 +190,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(reply.Status)
-		json.NewEncoder(w).Encode(llm.ErrorResponse{Error: llm.ErrorBody{Message: cmpOr(reply.ErrorMessage, http.StatusText(reply.Status)),
-			Type: cmpOr(reply.ErrorType, "scripted_error"), Code: reply.ErrorCode}})
+		body := llm.ErrorBody{Message: cmpOr(reply.ErrorMessage, http.StatusText(reply.Status)),
+			Type: cmpOr(reply.ErrorType, "scripted_error"), Code: reply.ErrorCode}
+		if reply.ErrorParam != "" {
+			body.Param = reply.ErrorParam
+		}
+		json.NewEncoder(w).Encode(llm.ErrorResponse{Error: body})
 		return
 	}
 	switch {
@@ -196,7 +203,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveEmbeddings(w, req)
 	case strings.HasSuffix(req.Path, "/chat/completions"):
 		if req.Stream && reply.RejectStream {
-			writeError(w, http.StatusBadRequest, "streaming is not supported by this model")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(llm.ErrorResponse{Error: llm.ErrorBody{Message: "streaming is not supported by this model",
+				Type: "invalid_request_error", Code: "unsupported_value", Param: "stream"}})
 			return
 		}
 		if req.Stream && !reply.IgnoreStream {
