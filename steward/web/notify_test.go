@@ -357,8 +357,7 @@ func testPushAndClick(t *testing.T, b *browser, h *harness, chatID string) {
 			}
 		case *serviceworker.EventWorkerErrorReported:
 			logSW("error in registration %s: %s (%s:%d)", e.ErrorMessage.RegistrationID, e.ErrorMessage.ErrorMessage, e.ErrorMessage.SourceURL, e.ErrorMessage.LineNumber)
-		}
-		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
+		case *serviceworker.EventWorkerRegistrationUpdated:
 			for _, r := range e.Registrations {
 				logSW("registration %s %s deleted=%v", r.RegistrationID, r.ScopeURL, r.IsDeleted)
 				if !r.IsDeleted && r.ScopeURL == h.url() {
