@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,20 +23,8 @@ import (
 // called; it returns the gateway's base URL.
 func runGateway(t *testing.T, vars map[string]string, yaml string) (baseURL, home string, stop func()) {
 	t.Helper()
-	env, _, _ := testEnv(t, vars)
+	env, sc := gatewayServeConfig(t, vars, yaml)
 	home = vars["STEWARD_HOME"]
-	os.MkdirAll(home, 0o700)
-	if err := os.WriteFile(filepath.Join(home, "gateway.yaml"), []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := readServeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sc.gatewayBaseURL = ""
 	ln := loopback(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -36,21 +36,8 @@ func TestModelTimeSettings(t *testing.T) {
 			up := llmtest.NewServer(t)
 			up.Enqueue("slow", llmtest.Reply{Content: "from slow", Delay: 2500 * time.Millisecond})
 			up.Enqueue("fast", llmtest.Reply{Content: "from fast"})
-			env, _, _ := testEnv(t, tc.vars)
-			home := tc.vars["STEWARD_HOME"]
-			os.MkdirAll(home, 0o700)
 			yaml := fmt.Sprintf("providers:\n  up: { base_url: %s }\nmodels:\n  tier-5: [ { provider: up, model: slow }, { provider: up, model: fast } ]\n", up.URL)
-			if err := os.WriteFile(filepath.Join(home, "gateway.yaml"), []byte(yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := env.Config()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc, err := readServeConfig(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			env, sc := gatewayServeConfig(t, tc.vars, yaml)
 			gw, err := newGateway(sc, sc.lookup, nil, env.Log)
 			if err != nil {
 				t.Fatal(err)
@@ -91,17 +78,34 @@ func TestDefaultStreamInactivity(t *testing.T) {
 		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "2000"}, llm.DefaultStreamInactivity},
 		{map[string]string{"GATEWAY_REQUEST_TIMEOUT_MS": "30000", "MODEL_STREAM_INACTIVITY_MS": "90000"}, 90 * time.Second},
 	} {
-		env, _, _ := testEnv(t, tc.vars)
-		cfg, err := env.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := readServeConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sc := gatewayServeConfig(t, tc.vars, "")
 		if sc.streamInactivity != tc.want {
 			t.Errorf("%v: inactivity limit %v, want %v", tc.vars, sc.streamInactivity, tc.want)
 		}
 	}
+}
+
+// gatewayServeConfig is serve's validated configuration for vars, with yaml
+// (when not empty) as the home's gateway.yaml.
+func gatewayServeConfig(t *testing.T, vars map[string]string, yaml string) (*cliEnv, *serveConfig) {
+	t.Helper()
+	env, _, _ := testEnv(t, vars)
+	if yaml != "" {
+		home := vars["STEWARD_HOME"]
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "gateway.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := env.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := readServeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, sc
 }
