@@ -391,7 +391,7 @@ func TestSchedulerBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.BackfillSeconds <= 0 || len(rep.ReconcileSamples) != 1 || rep.IdleWindowSeconds < 3 || len(rep.Jobs) != 10 ||
+	if rep.BackfillSeconds <= 0 || len(rep.ReconcileSamples) != 1 || rep.StartupSeconds <= 0 || rep.IdleWindowSeconds < 3 || len(rep.Jobs) != 10 ||
 		len(rep.WatchSamples) != 3 || rep.WatchP95MS <= 0 || len(rep.Checks) != 3 {
 		t.Errorf("report = %s", data)
 	}
