@@ -249,7 +249,7 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 			Attribution: llm.Attribution{Service: "host", Action: "startup-embedding"}})
 		if _, err := emb.Embed(ctx, []string{StartupText}); err != nil {
 			if llm.IsUnreachable(err) {
-				unreachable = append(unreachable, fmt.Sprintf("%s (%s, model %s): %s", e.Setting, e.BaseURL, e.Model, apiMessage(err)))
+				unreachable = append(unreachable, fmt.Sprintf("%s (%s, model %s): %s", e.Setting, e.BaseURL, e.Model, unreachableReason(err)))
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s (%s, model %s): %w", e.Setting, e.BaseURL, e.Model, err))
@@ -279,12 +279,15 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 	return Done, strings.Join(parts, "; "), nil
 }
 
-// apiMessage is what a model endpoint said, without the client's
-// "model API error 502:" wrapping.
-func apiMessage(err error) string {
+// unreachableReason is why an endpoint could not be reached, without the
+// client's wrapping: what the gateway said, or the failed dial.
+func unreachableReason(err error) string {
 	var ae *llm.APIError
 	if errors.As(err, &ae) && ae.Message != "" {
 		return ae.Message
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) {
+		return op.Error()
 	}
 	return err.Error()
 }
