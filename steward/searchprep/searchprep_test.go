@@ -176,7 +176,9 @@ func TestModelTaskStates(t *testing.T) {
 	gwSrv := httptest.NewServer(gw.Handler())
 	defer gwSrv.Close()
 
-	ep := func(setting, base string) Endpoint { return Endpoint{Setting: setting, BaseURL: base, Model: "local-embed"} }
+	ep := func(setting, base string) Endpoint {
+		return Endpoint{Setting: setting, BaseURL: base, Model: "local-embed"}
+	}
 	tests := []struct {
 		name       string
 		endpoints  []Endpoint
