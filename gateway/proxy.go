@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -37,6 +38,9 @@ type exchange struct {
 	start  time.Time
 	seq    int
 	fails  []string // one user-safe line per failed attempt
+	// unreachable counts the failed attempts that could not connect to
+	// their provider at all.
+	unreachable int
 	// authNext says the next target is another account of the current
 	// one's candidate (Candidate.Group), which a 401 moves on to.
 	authNext bool
@@ -165,6 +169,15 @@ func (x *exchange) attempt(t *target, stream bool, status int, outcome Outcome, 
 	})
 }
 
+// sendFailed records an attempt whose request got no response, counting
+// it as unreachable when the connection itself failed.
+func (x *exchange) sendFailed(t *target, stream bool, a *attemptTimers, toHeaders time.Duration, err error) {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		x.unreachable++
+	}
+	x.attempt(t, stream, 0, OutcomeRetryable, toHeaders, a.failure("", err))
+}
+
 func (x *exchange) allFailed(clientCtx context.Context) {
 	rec := x.rec
 	switch {
@@ -182,8 +195,11 @@ func (x *exchange) allFailed(clientCtx context.Context) {
 		rec.Error += ": " + strings.Join(x.fails, "; ")
 	}
 	code := "upstream_failed"
-	if rec.Outcome == OutcomeTimeout {
+	switch {
+	case rec.Outcome == OutcomeTimeout:
 		code = "timeout"
+	case x.unreachable > 0 && x.unreachable == len(x.fails):
+		code = llm.UnreachableCode // nothing listens where the model is served
 	}
 	writeError(x.w, rec.Status, "upstream_error", code, x.g.scrubString(rec.Error))
 }
@@ -325,7 +341,7 @@ func (x *exchange) tryOnce(t *target, clientStream bool) bool {
 		return true
 	}
 	if err != nil {
-		x.attempt(t, false, 0, OutcomeRetryable, toHeaders, a.failure("", err))
+		x.sendFailed(t, false, a, toHeaders, err)
 		return false
 	}
 	defer resp.Body.Close()
@@ -425,7 +441,7 @@ func (x *exchange) tryStream(t *target) bool {
 		return true
 	}
 	if err != nil {
-		x.attempt(t, true, 0, OutcomeRetryable, toHeaders, a.failure("", err))
+		x.sendFailed(t, true, a, toHeaders, err)
 		return false
 	}
 	defer resp.Body.Close()

@@ -347,8 +347,10 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 	if errors.Is(err, mail.ErrNoConfig) {
 		// Serve the tools anyway, so that the agent can say what to
 		// configure, and open the mirror once mail.yaml exists.
-		env.Log.Warn("mail connector started without accounts; its read tools start working once mail.yaml exists, "+
-			"sending needs a restart", "err", err)
+		// One readable line: the host forwards it into its own log, where
+		// the multi-line mail.yaml example would be one escaped string.
+		env.Log.Warn("mail connector started without accounts: " + server.Advice(err) +
+			"; its read tools start working once mail.yaml exists, sending needs a restart")
 		return server.NewDeferred(func(ctx context.Context) (server.Options, error) {
 			s, err := mailSettings(env)
 			if err != nil {

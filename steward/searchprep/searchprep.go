@@ -226,10 +226,14 @@ func (q *Queue) prepareConnector(ctx context.Context, name string) (state, detai
 var ErrNoPreparation = errors.New("no search preparation")
 
 // prepareModel sends StartupText once to each distinct loopback endpoint,
-// in order. Remote endpoints are never contacted.
+// in order. Remote endpoints are never contacted. An endpoint where no
+// model server is listening (the gateway's local-embed provider not
+// started) is not reachable, which skips the task rather than failing it;
+// a model that answers with an error (missing model, auth, an invalid
+// response) fails it.
 func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err error) {
 	seen := map[string]bool{}
-	var warmed, remote []string
+	var warmed, remote, unreachable []string
 	var errs []error
 	for _, e := range q.opts.Endpoints {
 		key := strings.TrimRight(e.BaseURL, "/") + "|" + e.Model
@@ -244,6 +248,10 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 		emb := search.NewEmbedder(search.EmbedderOptions{BaseURL: e.BaseURL, APIKey: e.APIKey, Model: e.Model, HTTPClient: q.opts.HTTPClient,
 			Attribution: llm.Attribution{Service: "host", Action: "startup-embedding"}})
 		if _, err := emb.Embed(ctx, []string{StartupText}); err != nil {
+			if llm.IsUnreachable(err) {
+				unreachable = append(unreachable, fmt.Sprintf("%s (%s, model %s): %s", e.Setting, e.BaseURL, e.Model, unreachableReason(err)))
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s (%s, model %s): %w", e.Setting, e.BaseURL, e.Model, err))
 			continue
 		}
@@ -253,6 +261,9 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 	if len(warmed) > 0 {
 		parts = append(parts, "warmed "+strings.Join(warmed, ", "))
 	}
+	if len(unreachable) > 0 {
+		parts = append(parts, "not reachable: "+strings.Join(unreachable, "; "))
+	}
 	if len(remote) > 0 {
 		parts = append(parts, "not contacted (remote): "+strings.Join(remote, ", "))
 	}
@@ -261,11 +272,24 @@ func (q *Queue) prepareModel(ctx context.Context) (state, detail string, err err
 	}
 	if len(warmed) == 0 {
 		if len(parts) == 0 {
-			parts = append(parts, "embeddings are off")
+			parts = append(parts, "not configured: embeddings are off")
 		}
 		return Skipped, strings.Join(parts, "; "), nil
 	}
 	return Done, strings.Join(parts, "; "), nil
+}
+
+// unreachableReason is why an endpoint could not be reached, without the
+// client's wrapping: what the gateway said, or the failed dial.
+func unreachableReason(err error) string {
+	var ae *llm.APIError
+	if errors.As(err, &ae) && ae.Message != "" {
+		return ae.Message
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) {
+		return op.Error()
+	}
+	return err.Error()
 }
 
 // IsLoopback reports whether base's host is a loopback address or

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentstack/agentstack/gateway"
 )
 
 // gatedConnectors answers prepareSearch only when the test releases the
@@ -139,5 +142,76 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(url); got != want {
 			t.Errorf("IsLoopback(%q) = %v", url, got)
 		}
+	}
+}
+
+// TestModelTaskStates: model preparation is skipped when no embedding
+// endpoint is on ("not configured") or when nothing listens where it is
+// served ("not reachable", directly or behind the gateway, as on a fresh
+// machine without Ollama); an endpoint that answers with an error fails it.
+func TestModelTaskStates(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"local-embed"}`)
+	}))
+	defer ok.Close()
+	noModel := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":{"message":"model \"local-embed\" not found","type":"invalid_request_error","code":"model_not_found"}}`)
+	}))
+	defer noModel.Close()
+	cfg, err := gateway.ParseConfig([]byte("providers:\n  ollama: { base_url: " + dead + " }\nmodels:\n  local-embed: [ { provider: ollama, model: bge-m3 } ]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwSrv := httptest.NewServer(gw.Handler())
+	defer gwSrv.Close()
+
+	ep := func(setting, base string) Endpoint {
+		return Endpoint{Setting: setting, BaseURL: base, Model: "local-embed"}
+	}
+	tests := []struct {
+		name       string
+		endpoints  []Endpoint
+		state      string
+		detail     string // prefix
+		errContain string
+	}{
+		{"embeddings off", nil, Skipped, "not configured: embeddings are off", ""},
+		{"nothing listens", []Endpoint{ep("MAIL_EMBED_ENDPOINT", dead)}, Skipped,
+			"not reachable: MAIL_EMBED_ENDPOINT (" + dead + ", model local-embed): dial tcp ", ""},
+		{"gateway without its local model server", []Endpoint{ep("MAIL_EMBED_ENDPOINT", gwSrv.URL+"/v1")}, Skipped,
+			"not reachable: MAIL_EMBED_ENDPOINT (" + gwSrv.URL + "/v1, model local-embed): every provider for local-embed failed: ollama/bge-m3: ", ""},
+		{"one warmed, one not reachable", []Endpoint{ep("MAIL_EMBED_ENDPOINT", ok.URL+"/v1"), ep("DOCUMENT_EMBED_ENDPOINT", dead)}, Done,
+			"warmed MAIL_EMBED_ENDPOINT; not reachable: DOCUMENT_EMBED_ENDPOINT", ""},
+		{"model missing", []Endpoint{ep("MAIL_EMBED_ENDPOINT", noModel.URL+"/v1")}, Failed, "", "model API error 404"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gatedConnectors{idle: make(chan struct{})}
+			close(g.idle)
+			q := New(Options{Connectors: g, Before: []string{}, After: []string{}, Endpoints: tc.endpoints})
+			q.Run(context.Background())
+			tasks := q.State().Tasks
+			if len(tasks) != 1 || tasks[0].Name != ModelTask {
+				t.Fatalf("tasks %+v", tasks)
+			}
+			tk := tasks[0]
+			if tk.State != tc.state || !strings.HasPrefix(tk.Detail, tc.detail) || !strings.Contains(tk.Error, tc.errContain) {
+				t.Errorf("task %+v, want %s, detail %q…, error with %q", tk, tc.state, tc.detail, tc.errContain)
+			}
+			if tc.state != Failed && tk.Error != "" {
+				t.Errorf("error %q recorded on a %s task", tk.Error, tk.State)
+			}
+		})
 	}
 }

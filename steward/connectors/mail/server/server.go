@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
 	"github.com/agentstack/agentstack/steward/connectors/mcptool"
@@ -121,13 +122,29 @@ func addReadTools(s *mcp.Server, get func(context.Context) (*handlers, error)) e
 	mcp.AddTool(s, d["list_mailboxes"], deferTo(get, (*handlers).mailboxes))
 	mcp.AddTool(s, d["save_attachment"], deferTo(get, (*handlers).save))
 	mcp.AddTool(s, d["open_in_mail"], deferTo(get, (*handlers).open))
-	return mcp.AddReceivingCustomMethod(s, "steward/prepareSearch", func(ctx context.Context, ss *mcp.ServerSession, p *PrepareParams) (*PrepareResult, error) {
+	return mcp.AddReceivingCustomMethod(s, mcptool.PrepareMethod, func(ctx context.Context, ss *mcp.ServerSession, p *PrepareParams) (*PrepareResult, error) {
 		h, err := get(ctx)
-		if err != nil {
+		switch {
+		case errors.Is(err, mail.ErrNoConfig):
+			// Nothing to prepare: the host records the task as skipped,
+			// not failed, and the tools keep explaining what to configure.
+			return &PrepareResult{Skipped: "not configured: " + Advice(err)}, nil
+		case errors.Is(err, search.ErrNoMirror):
+			return &PrepareResult{Skipped: Advice(err)}, nil
+		case err != nil:
 			return nil, err
 		}
 		return h.prepare(ctx, ss, p)
 	})
+}
+
+// Advice is err on one line, for a log record or a status field: its first
+// line, without the multi-line example that follows it in a
+// mail.ErrNoConfig error (which the tools' answers keep in full).
+func Advice(err error) string {
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	first = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(first), ":"))
+	return strings.TrimSuffix(first, ", for example")
 }
 
 // deferTo adapts a handler method to a tool handler that gets its handlers
@@ -384,6 +401,10 @@ type PrepareParams struct {
 // PrepareResult reports steward/prepareSearch.
 type PrepareResult struct {
 	mcp.ResultBase
+	// Skipped is set, with the reason, when there is nothing to prepare
+	// (mail is not configured, or the mirror does not exist yet), as in
+	// mcptool.PrepareResult.
+	Skipped string `json:"skipped,omitempty"`
 	search.PrepareStats
 }
 

@@ -260,3 +260,49 @@ func TestUnavailableServerExplains(t *testing.T) {
 		t.Errorf("unavailable server's tools %v, want %v", got, want)
 	}
 }
+
+// TestDeferredPrepareSearch: before mail is configured (or its mirror
+// built) steward/prepareSearch answers skipped with a one-line reason, so
+// the host records the task as skipped rather than failed; any other
+// error still fails it.
+func TestDeferredPrepareSearch(t *testing.T) {
+	noConfig := fmt.Errorf("%w: create /home/me/steward/mail.yaml, for example:\n\naccounts:\n  - name: personal\n    kind: maildir\n", mail.ErrNoConfig)
+	tests := []struct {
+		name        string
+		openErr     error
+		wantSkipped string
+		wantErr     string
+	}{
+		{"no mail.yaml", noConfig, "not configured: no mail accounts configured: create /home/me/steward/mail.yaml", ""},
+		{"empty accounts", fmt.Errorf("mail config /home/me/mail.yaml: %w: add at least one entry under accounts", mail.ErrNoConfig),
+			"not configured: mail config /home/me/mail.yaml: no mail accounts configured: add at least one entry under accounts", ""},
+		{"no mirror", fmt.Errorf("%w (/home/me/mail.db)", search.ErrNoMirror), search.ErrNoMirror.Error() + " (/home/me/mail.db)", ""},
+		{"broken mirror", errors.New("open mail mirror: file is not a database"), "", "file is not a database"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := NewDeferred(func(context.Context) (Options, error) { return Options{}, tc.openErr }, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+			if err := mcp.AddSendingCustomMethod[*PrepareParams, *PrepareResult](client, "steward/prepareSearch"); err != nil {
+				t.Fatal(err)
+			}
+			cs := mcptooltest.ConnectClient(t, srv, client)
+			res, err := mcp.CallCustomMethod[*PrepareParams, *PrepareResult](context.Background(), cs, "steward/prepareSearch", &PrepareParams{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("result %+v, error %v; want an error with %q", res, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Skipped != tc.wantSkipped {
+				t.Errorf("skipped %q, want %q", res.Skipped, tc.wantSkipped)
+			}
+		})
+	}
+}
