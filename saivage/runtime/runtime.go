@@ -143,6 +143,8 @@ type Runtime struct {
 	analyst   *Analyst
 	ops       *operations
 	oversight *oversight
+	// avail is the process-local cooling of model candidates.
+	avail *availability
 
 	// failed is closed once an owner (an Oversight check) failed in a way
 	// no attempt accounts for; failure says how.
@@ -201,6 +203,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.analyst = newAnalyst(rt)
 	rt.ops = newOperations()
 	rt.oversight = newOversight(rt, opts.Clock)
+	rt.avail = newAvailability(opts.Clock)
 	return rt, nil
 }
 
