@@ -33,7 +33,9 @@ const (
 
 // candidateRetry is the delay arithmetic of candidate cooling: 2, 4 and
 // 8 s after ordinary failures, 30 s doubling to 600 s after overloads.
-var candidateRetry = agent.RetryPolicy{TransientBase: 2 * time.Second, OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
+func candidateRetry() agent.RetryPolicy {
+	return agent.RetryPolicy{TransientBase: 2 * time.Second, OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
+}
 
 // availability is the runtime's process-local cooling of candidates.
 type availability struct {
@@ -152,7 +154,7 @@ func (op *callAvailability) failed(t gateway.Target, c agent.ErrorClass, msg str
 	switch c {
 	case agent.ErrOverload:
 		cl.overloads++
-		cl.until = at.Add(candidateRetry.OverloadDelay(cl.overloads))
+		cl.until = at.Add(candidateRetry().OverloadDelay(cl.overloads))
 	case agent.ErrRateLimit, agent.ErrTransient:
 		if b.failures == 0 {
 			b.first = at
@@ -163,7 +165,7 @@ func (op *callAvailability) failed(t gateway.Target, c agent.ErrorClass, msg str
 			b.exhausted = true
 			return
 		}
-		cl.until = at.Add(candidateRetry.TransientDelay(b.failures))
+		cl.until = at.Add(candidateRetry().TransientDelay(b.failures))
 	default:
 		b.exhausted = true
 		return

@@ -89,7 +89,8 @@ type Options struct {
 	// Secrets are extra values redacted from model-visible and operator
 	// output (the operator token, for example).
 	Secrets []string
-	// Clock drives the Oversight schedule (default: the real clock).
+	// Clock drives the Oversight schedule and the cooling of model
+	// candidates (default: the real clock).
 	Clock Clock
 	// AnalystMode is frozen at start (default internal): external-only
 	// refuses internal Analyst submissions.
