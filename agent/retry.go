@@ -114,8 +114,8 @@ type Retries struct {
 	Transient, Overloads int
 }
 
-// Start returns the counters of a new call.
-func (p RetryPolicy) Start() *Retries {
+// withDefaults fills the policy's unset fields.
+func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxTransient <= 0 {
 		p.MaxTransient = 4
 	}
@@ -131,7 +131,26 @@ func (p RetryPolicy) Start() *Retries {
 	if p.Sleep == nil {
 		p.Sleep = Sleep
 	}
-	return &Retries{p: p}
+	return p
+}
+
+// Start returns the counters of a new call.
+func (p RetryPolicy) Start() *Retries {
+	return &Retries{p: p.withDefaults()}
+}
+
+// TransientDelay is the wait after the n-th (from 1) rate-limit or
+// transient failure: TransientBase doubled n-1 times.
+func (p RetryPolicy) TransientDelay(n int) time.Duration {
+	p = p.withDefaults()
+	return p.TransientBase << min(max(n-1, 0), 16)
+}
+
+// OverloadDelay is the wait after the n-th (from 1) overload in a row:
+// OverloadMin doubled n-1 times, at most OverloadMax.
+func (p RetryPolicy) OverloadDelay(n int) time.Duration {
+	p = p.withDefaults()
+	return min(p.OverloadMin<<min(max(n-1, 0), 16), p.OverloadMax)
 }
 
 // Next counts a failure of class c and returns how long to wait before the
@@ -142,15 +161,14 @@ func (r *Retries) Next(c ErrorClass) (time.Duration, bool) {
 		if r.p.MaxOverloads > 0 && r.Overloads >= r.p.MaxOverloads {
 			return 0, false
 		}
-		d := min(r.p.OverloadMin<<min(r.Overloads, 5), r.p.OverloadMax)
 		r.Overloads++
-		return d, true
+		return r.p.OverloadDelay(r.Overloads), true
 	case ErrRateLimit, ErrTransient:
 		r.Transient++
 		if r.Transient >= r.p.MaxTransient {
 			return 0, false
 		}
-		return r.p.TransientBase << (r.Transient - 1), true
+		return r.p.TransientDelay(r.Transient), true
 	}
 	return 0, false
 }

@@ -94,6 +94,32 @@ func TestRetrySchedule(t *testing.T) {
 	}
 }
 
+// TestRetryDelays: the delay of the n-th failure, as a caller that keeps
+// its own counts (per candidate) reads it, with and without defaults.
+func TestRetryDelays(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		name   string
+		policy agent.RetryPolicy
+		delay  func(agent.RetryPolicy, int) time.Duration
+		n      []int
+		want   []time.Duration
+	}{
+		{"transient defaults", agent.RetryPolicy{}, agent.RetryPolicy.TransientDelay, []int{1, 2, 3}, []time.Duration{2 * s, 4 * s, 8 * s}},
+		{"transient base", agent.RetryPolicy{TransientBase: s}, agent.RetryPolicy.TransientDelay, []int{1, 3}, []time.Duration{s, 4 * s}},
+		{"overload defaults", agent.RetryPolicy{}, agent.RetryPolicy.OverloadDelay, []int{1, 2, 5, 6, 7, 100}, []time.Duration{30 * s, 60 * s, 480 * s, 600 * s, 600 * s, 600 * s}},
+		{"overload bounds", agent.RetryPolicy{OverloadMin: 2 * s, OverloadMax: 5 * s}, agent.RetryPolicy.OverloadDelay, []int{1, 2, 3}, []time.Duration{2 * s, 4 * s, 5 * s}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, n := range tc.n {
+				if got := tc.delay(tc.policy, n); got != tc.want[i] {
+					t.Errorf("delay after failure %d = %v, want %v", n, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestRunRetriesTransientFailures(t *testing.T) {
 	srv, client := setup(t)
 	srv.Enqueue("tier-5", llmtest.Reply{Status: 429}, llmtest.Reply{Status: 503}, llmtest.Reply{Content: "fine now"})

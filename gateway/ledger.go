@@ -57,6 +57,9 @@ type AttemptRecord struct {
 	Outcome       Outcome
 	TimeToHeaders time.Duration
 	Error         string
+	// Code and Type are the structured code and type of the error object
+	// a retryable answer carried (empty otherwise), for classification.
+	Code, Type string
 }
 
 // Ledger stores usage. Implementations must not block the request for long:

@@ -17,15 +17,6 @@ import (
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
-// retryPolicy returns the retry policy of model calls: a finite budget of four
-// ordinary failures (rate limits, generic 5xx, network) of one call with 2,
-// 4 and 8 s between them, and overloads waited out from 30 s doubling to
-// 600 s. The runtime's Sleep does the waiting (iv.backoff).
-func retryPolicy() agent.RetryPolicy {
-	return agent.RetryPolicy{MaxTransient: 4, TransientBase: 2 * time.Second,
-		OverloadMin: 30 * time.Second, OverloadMax: 600 * time.Second}
-}
-
 // ContentPolicyError is a second content-policy refusal within one node
 // execution; the card is blocked.
 type ContentPolicyError struct{ Err error }
@@ -135,14 +126,31 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	if err != nil {
 		return nil, err
 	}
-	compacted, retries := false, retryPolicy().Start()
+	// op is the call's availability: process-local cooling of the route's
+	// candidates and this operation's finite budgets (availability.go).
+	op := iv.rt.avail.operation()
+	compacted := false
 	// pin is the plan of the candidate that refused on content-policy
-	// grounds: the one further pass sends it alone, byte for byte.
+	// grounds: the one further pass sends it alone, byte for byte, waiting
+	// out its overloads, never failing over.
 	var pin *requestPlan
 	for {
-		sent := adm.admitted
+		retained := adm.admitted
 		if pin != nil {
-			sent = []*requestPlan{pin}
+			retained = []*requestPlan{pin}
+		}
+		// Ready candidates go first; a cooling one waits its turn and an
+		// exhausted one is never reopened, whatever its cooling says.
+		sent, wait, live := op.schedule(retained)
+		if !live {
+			return nil, op.exhaustedError(iv.route.Name, retained, pin != nil)
+		}
+		if len(sent) == 0 {
+			if err := iv.backoff(ctx, wait); err != nil {
+				return nil, err
+			}
+			op.waited(wait)
+			continue
 		}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
 		resp, attempts, err := iv.sendPlans(ctx, "primary", iv.route.Public, sent, onChunk)
@@ -153,16 +161,16 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			err = &llm.APIError{Status: 200, Message: "the response was stopped by the provider's content filter", Code: "content_filter"}
 		}
 		if err == nil {
+			if ctx.Err() == nil {
+				op.settle(sent, attempts, nil, iv.rt.redact)
+			}
 			return resp, nil
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		var last *requestPlan
-		if n := len(attempts); n > 0 {
-			last = planFor(sent, attempts[n-1].Provider, attempts[n-1].UpstreamModel)
-		}
-		switch class := classify(err, attempts); class {
+		last, class := op.settle(sent, attempts, err, iv.rt.redact)
+		switch class {
 		case agent.ErrContextLength:
 			if pin != nil {
 				return nil, fmt.Errorf("the content-policy retry to %s/%s was rejected as too large; a pinned pass is not compacted: %w", pin.member.Target.Provider, pin.member.Target.Model, err)
@@ -181,16 +189,11 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 			if !ok {
 				return nil, fmt.Errorf("the request is too large for the model and nothing can be compacted: %w", err)
 			}
-			// The members that failed over before the rejection in this
-			// pass are exhausted for the operation: never reopened.
-			exhausted := map[gateway.Target]bool{}
-			for _, a := range attempts[:len(attempts)-1] {
-				if a.Outcome != gateway.OutcomeOK {
-					exhausted[gateway.Target{Provider: a.Provider, Model: a.UpstreamModel}] = true
-				}
-			}
 			msgs = next
-			if adm, err = iv.readmit(last, sent, adm, exhausted, msgs, req.Tools); err != nil {
+			op.tick() // the compaction took its time
+			// Members whose budget this operation exhausted are never
+			// reopened; cooling ones stay retained.
+			if adm, err = iv.readmit(last, adm, op.exhausted(), msgs, req.Tools); err != nil {
 				return nil, err
 			}
 			if len(adm.admitted) == 0 {
@@ -207,13 +210,7 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 				pin = last
 			}
 		case agent.ErrOverload, agent.ErrRateLimit, agent.ErrTransient:
-			d, ok := retries.Next(class)
-			if !ok {
-				return nil, fmt.Errorf("model route %s failed %d times: %w", iv.route.Name, retries.Transient, err)
-			}
-			if err := iv.backoff(ctx, d); err != nil {
-				return nil, err
-			}
+			// settle recorded each failed candidate's cooling or budget.
 		default:
 			return nil, err
 		}

@@ -188,13 +188,14 @@ func (iv *invoker) admitProjection(msgs []llm.Message, tools []llm.Tool) (*admis
 }
 
 // readmit is the one rebuild after an authoritative context rejection of
-// failed (a member of sent): the context-failed members that are not
+// failed (a member of a): the context-failed members that are not
 // exhausted — failed itself first, then the members refused locally — are
 // rebuilt from the compacted projection and admitted again against their
-// own usable input; admitted members that were not tried keep their plans
-// unchanged; members that failed otherwise in this operation (exhausted)
-// are never reopened. The result is in that order, failed first.
-func (iv *invoker) readmit(failed *requestPlan, sent []*requestPlan, a *admission, exhausted map[gateway.Target]bool, msgs []llm.Message, tools []llm.Tool) (*admission, error) {
+// own usable input; the other admitted members (untried, or cooling after
+// a failure within their budget) keep their plans unchanged; members whose
+// finite budget this operation exhausted are never reopened. The result is
+// in that order, failed first.
+func (iv *invoker) readmit(failed *requestPlan, a *admission, exhausted map[gateway.Target]bool, msgs []llm.Message, tools []llm.Tool) (*admission, error) {
 	rebuild := []RouteMember{failed.member}
 	for _, p := range a.refused {
 		if p.member.Target != failed.member.Target && !exhausted[p.member.Target] {
@@ -205,7 +206,7 @@ func (iv *invoker) readmit(failed *requestPlan, sent []*requestPlan, a *admissio
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range sent {
+	for _, p := range a.admitted {
 		if p.member.Target != failed.member.Target && !exhausted[p.member.Target] {
 			next.admitted = append(next.admitted, p)
 		}

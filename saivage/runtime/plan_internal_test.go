@@ -54,6 +54,13 @@ func (p *rawProvider) received() [][]byte {
 // url, its configuration rewritten by edit (nil: as is).
 func planRuntime(t *testing.T, url string, edit func(string) string) *Runtime {
 	t.Helper()
+	return planRuntimeWith(t, url, Options{}, edit)
+}
+
+// planRuntimeWith is planRuntime with opts (its Project and Environ are set
+// here).
+func planRuntimeWith(t *testing.T, url string, opts Options, edit func(string) string) *Runtime {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	if _, _, err := project.Init(ctx, project.InitOptions{Options: project.Options{Root: dir}, Objective: "Build a hello tool."}); err != nil {
@@ -75,7 +82,8 @@ func planRuntime(t *testing.T, url string, edit func(string) string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := New(Options{Project: p, Environ: os.Environ})
+	opts.Project, opts.Environ = p, os.Environ
+	rt, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,8 @@ type Options struct {
 	// Secrets are extra values redacted from model-visible and operator
 	// output (the operator token, for example).
 	Secrets []string
-	// Clock drives the Oversight schedule (default: the real clock).
+	// Clock drives the Oversight schedule and the cooling of model
+	// candidates (default: the real clock).
 	Clock Clock
 	// AnalystMode is frozen at start (default internal): external-only
 	// refuses internal Analyst submissions.
@@ -143,6 +144,8 @@ type Runtime struct {
 	analyst   *Analyst
 	ops       *operations
 	oversight *oversight
+	// avail is the process-local cooling of model candidates.
+	avail *availability
 
 	// failed is closed once an owner (an Oversight check) failed in a way
 	// no attempt accounts for; failure says how.
@@ -201,6 +204,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.analyst = newAnalyst(rt)
 	rt.ops = newOperations()
 	rt.oversight = newOversight(rt, opts.Clock)
+	rt.avail = newAvailability(opts.Clock)
 	return rt, nil
 }
 
