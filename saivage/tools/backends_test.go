@@ -33,7 +33,7 @@ func TestWebsearch(t *testing.T) {
 	defer srv.Close()
 
 	f := newFixture(t, analyst())
-	f.fails("websearch", map[string]any{"query": "golang"}, "websearch is unavailable: no search backend is configured (set SAIVAGE_WEBSEARCH_URL")
+	f.fails("websearch", map[string]any{"query": "golang"}, "websearch is unavailable: no search backend is configured (the operator sets the websearch section of config.yaml, or SAIVAGE_WEBSEARCH_URL")
 	if res := f.call("websearch", map[string]any{"query": "golang"}); !strings.Contains(string(res.Data), `"unavailable":true`) {
 		t.Errorf("unavailable data = %s", res.Data)
 	}
