@@ -78,8 +78,15 @@ func TestObservedCollections(t *testing.T) {
 	f.fails("list_observed_collections", map[string]any{}, "list_observed_collections is unavailable: no retrieval engine is configured")
 	f.fails("query_observed_collections", map[string]any{"collection": "papers", "query": "x"}, "query_observed_collections is unavailable")
 
-	if _, err := tools.NewHTTPRetrieval("http://192.0.2.10:8080", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
-		t.Fatalf("non-loopback engine accepted: %v", err)
+	for _, bad := range []struct{ url, want string }{
+		{"http://192.0.2.10:8080", "http://192.0.2.10:8080: the engine must listen on a loopback address"},
+		{"http://user:sekrit@127.0.0.1:8080", "http://127.0.0.1:8080?[redacted]: want http://127.0.0.1:PORT, without credentials, query or fragment"},
+		{"http://127.0.0.1:8080/?token=sekrit", "without credentials, query or fragment"},
+		{"https://127.0.0.1:8080", "want http://127.0.0.1:PORT"},
+	} {
+		if _, err := tools.NewHTTPRetrieval(bad.url, nil); err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("%s: err = %v, want %q without the secret", bad.url, err, bad.want)
+		}
 	}
 	r, err := tools.NewHTTPRetrieval(srv.URL, nil)
 	if err != nil {
