@@ -132,6 +132,8 @@ func validateCommand() *command {
 		help: `Decodes config.yaml strictly, compiles every card type's workflow and admits
 the generated state (card graph, records, sessions, app log) without writing
 anything. The first problem is reported with its key path or exact file.
+The websearch backend is checked as start checks it (the websearch section,
+or the SAIVAGE_WEBSEARCH_* variables; both at once is refused).
 Then each provider's model names are checked against its endpoint's model
 list (GET baseUrl/models): a name the endpoint does not serve is a warning;
 an endpoint that is not reachable is noted, not an error.`,
@@ -143,6 +145,9 @@ an endpoint that is not reachable is noted, not an error.`,
 			p, err := pf.open(ctx, e)
 			if err == nil {
 				err = p.CheckSourcePolicy(ctx)
+			}
+			if err == nil {
+				_, _, err = saivageruntime.WebSearchBackend(p.Config, e.lookupEnv, nil)
 			}
 			if err != nil {
 				if pf.json {

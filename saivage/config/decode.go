@@ -84,7 +84,7 @@ func Decode(data []byte, opts DecodeOptions) (*Config, error) {
 		return nil, &Error{File: opts.File, Msg: "empty configuration"}
 	}
 	root := doc.Content[0]
-	d := decoder{file: opts.File, lookup: opts.LookupEnv}
+	d := decoder{file: opts.File, lookup: opts.LookupEnv, interpolated: map[*yaml.Node]bool{}}
 	if err := d.interpolate(root, ""); err != nil {
 		return nil, err
 	}
@@ -98,6 +98,10 @@ func Decode(data []byte, opts DecodeOptions) (*Config, error) {
 type decoder struct {
 	file   string
 	lookup func(string) (string, bool)
+	// interpolated holds the plain scalars ${NAME} was expanded in: a
+	// string field takes their text whatever it looks like, so a key made
+	// of digits is not refused (and quoted in the error) as an integer.
+	interpolated map[*yaml.Node]bool
 }
 
 func (d *decoder) errf(n *yaml.Node, path, format string, args ...any) error {
@@ -151,6 +155,7 @@ func (d *decoder) interpolate(n *yaml.Node, path string) error {
 		if n.Style == 0 {
 			// A plain scalar is re-resolved so `port: ${PORT}` is an int.
 			n.Tag = ""
+			d.interpolated[n] = true
 		}
 	}
 	return nil
@@ -216,6 +221,10 @@ var yamlDecoderType = reflect.TypeFor[yamlDecoder]()
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind == yaml.AliasNode {
 		return d.errf(n, path, "YAML aliases are not allowed")
+	}
+	if v.Kind() == reflect.String && d.interpolated[n] {
+		v.SetString(n.Value)
+		return nil
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && v.Kind() != reflect.Interface {
 		return d.errf(n, path, "value is null; remove the key or give a value")

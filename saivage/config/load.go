@@ -74,6 +74,7 @@ func Validate(cfg *Config) error {
 	v.mcp(cfg.MCPServers)
 	v.git(cfg)
 	v.cardTypes(cfg.CardTypes)
+	v.websearch(cfg.WebSearch)
 	return v.err
 }
 

@@ -21,8 +21,8 @@ const Redacted = "[redacted]"
 
 // Redact returns the effective configuration as generic data safe to show
 // an operator or a model: provider and account base URLs are omitted, API
-// keys masked, MCP environment and header values masked and MCP URLs
-// reduced to scheme, host and path.
+// keys masked (the websearch key too), MCP environment and header values
+// masked and MCP and websearch URLs reduced to scheme, host and path.
 func Redact(cfg *Config) (map[string]any, error) {
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -57,6 +57,14 @@ func Redact(cfg *Config) (map[string]any, error) {
 		}
 		if u, ok := sm["url"].(string); ok {
 			sm["url"] = RedactURL(u)
+		}
+	}
+	if ws := asMap(m["websearch"]); ws != nil {
+		if _, ok := ws["apiKey"]; ok {
+			ws["apiKey"] = Redacted
+		}
+		if u, ok := ws["url"].(string); ok {
+			ws["url"] = RedactURL(u)
 		}
 	}
 	return m, nil

@@ -3,7 +3,7 @@ package config
 import "path/filepath"
 
 // Config is the decoded `.saivage/config.yaml`: every field of the spec's
-// "Config schema" table. Decode fills it strictly; Load additionally resolves
+// "Config schema" table, plus the websearch section. Decode fills it strictly; Load additionally resolves
 // an omitted card_types to the complete built-in default map.
 type Config struct {
 	Server       *Server              `yaml:"server,omitempty"`
@@ -16,6 +16,8 @@ type Config struct {
 	MCPServers   map[string]MCPServer `yaml:"mcpServers,omitempty"`
 	GitWorkflow  *GitWorkflow         `yaml:"git_workflow,omitempty"`
 	CardTypes    map[string]CardType  `yaml:"card_types,omitempty"`
+	// WebSearch is an extension of the spec's table (see WebSearch).
+	WebSearch *WebSearch `yaml:"websearch,omitempty"`
 }
 
 // Server is the operator listener address written in YAML; flags and

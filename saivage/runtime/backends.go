@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -38,26 +39,24 @@ const (
 const FailedRequestDiagnosticsDir = "diagnostics/failed-provider-requests"
 
 // BackendsFromEnv fills the backends this Options does not set yet from the
-// environment variables above. A malformed value is an error naming it.
+// environment variables above (websearch also from the project's
+// configuration, see WebSearchBackend). A malformed value is an error
+// naming it.
 func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	env := func(name string) string {
-		if v, ok := lookup(name); ok {
-			return v
+	if o.WebSearch == nil {
+		var cfg *config.Config
+		if o.Project != nil {
+			cfg = o.Project.Config
 		}
-		return ""
-	}
-	backend, searchURL := env(EnvWebSearchBackend), env(EnvWebSearchURL)
-	if (backend != "" || searchURL != "") && o.WebSearch == nil {
-		key := env(EnvWebSearchKey)
+		ws, key, err := WebSearchBackend(cfg, lookup, o.HTTPClient)
+		if err != nil {
+			return err
+		}
 		if key != "" {
 			o.Secrets = append(o.Secrets, key)
-		}
-		ws, err := tools.NewWebSearcher(tools.WebSearchOptions{Backend: backend, BaseURL: searchURL, APIKey: key, Client: o.HTTPClient})
-		if err != nil {
-			return fmt.Errorf("%s/%s/%s: %w", EnvWebSearchBackend, EnvWebSearchURL, EnvWebSearchKey, err)
 		}
 		o.WebSearch = ws
 	}
@@ -89,6 +88,48 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 		o.FailedRequests = d
 	}
 	return nil
+}
+
+// WebSearchBackend builds the websearch backend that cfg's websearch
+// section (already validated by config.Load) or, without one, the
+// SAIVAGE_WEBSEARCH_* variables select; nil when neither does. It also
+// returns the backend's key, which the caller adds to the redacted secrets.
+// A websearch section together with SAIVAGE_WEBSEARCH_BACKEND or
+// SAIVAGE_WEBSEARCH_URL is refused, so no one wonders which one is used;
+// SAIVAGE_WEBSEARCH_KEY alone is allowed beside the section, which may
+// reference it as ${SAIVAGE_WEBSEARCH_KEY} (it is not read otherwise). It
+// does no I/O, so saivage validate calls it too.
+func WebSearchBackend(cfg *config.Config, lookup func(string) (string, bool), client *http.Client) (tools.WebSearcher, string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	env := func(name string) string {
+		if v, ok := lookup(name); ok {
+			return v
+		}
+		return ""
+	}
+	backend, searchURL := env(EnvWebSearchBackend), env(EnvWebSearchURL)
+	if cfg != nil && cfg.WebSearch != nil {
+		if backend != "" || searchURL != "" {
+			return nil, "", fmt.Errorf("websearch is configured both by the websearch section of config.yaml and by %s or %s; keep one (unset the variables or remove the section)", EnvWebSearchBackend, EnvWebSearchURL)
+		}
+		w := cfg.WebSearch
+		ws, err := tools.NewWebSearcher(tools.WebSearchOptions{Backend: w.Backend, BaseURL: w.URL, APIKey: w.APIKey, Client: client})
+		if err != nil {
+			return nil, "", fmt.Errorf("config websearch: %w", err)
+		}
+		return ws, w.APIKey, nil
+	}
+	if backend == "" && searchURL == "" {
+		return nil, "", nil
+	}
+	key := env(EnvWebSearchKey)
+	ws, err := tools.NewWebSearcher(tools.WebSearchOptions{Backend: backend, BaseURL: searchURL, APIKey: key, Client: client})
+	if err != nil {
+		return nil, "", fmt.Errorf("%s/%s/%s: %w", EnvWebSearchBackend, EnvWebSearchURL, EnvWebSearchKey, err)
+	}
+	return ws, key, nil
 }
 
 // providerSecrets are the configured provider and account API keys.

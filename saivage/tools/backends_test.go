@@ -33,7 +33,7 @@ func TestWebsearch(t *testing.T) {
 	defer srv.Close()
 
 	f := newFixture(t, analyst())
-	f.fails("websearch", map[string]any{"query": "golang"}, "websearch is unavailable: no search backend is configured (set SAIVAGE_WEBSEARCH_URL")
+	f.fails("websearch", map[string]any{"query": "golang"}, "websearch is unavailable: no search backend is configured (the operator sets the websearch section of config.yaml, or SAIVAGE_WEBSEARCH_URL")
 	if res := f.call("websearch", map[string]any{"query": "golang"}); !strings.Contains(string(res.Data), `"unavailable":true`) {
 		t.Errorf("unavailable data = %s", res.Data)
 	}
@@ -78,8 +78,15 @@ func TestObservedCollections(t *testing.T) {
 	f.fails("list_observed_collections", map[string]any{}, "list_observed_collections is unavailable: no retrieval engine is configured")
 	f.fails("query_observed_collections", map[string]any{"collection": "papers", "query": "x"}, "query_observed_collections is unavailable")
 
-	if _, err := tools.NewHTTPRetrieval("http://192.0.2.10:8080", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
-		t.Fatalf("non-loopback engine accepted: %v", err)
+	for _, bad := range []struct{ url, want string }{
+		{"http://192.0.2.10:8080", "http://192.0.2.10:8080: the engine must listen on a loopback address"},
+		{"http://user:sekrit@127.0.0.1:8080", "http://127.0.0.1:8080?[redacted]: want http://127.0.0.1:PORT, without credentials, query or fragment"},
+		{"http://127.0.0.1:8080/?token=sekrit", "without credentials, query or fragment"},
+		{"https://127.0.0.1:8080", "want http://127.0.0.1:PORT"},
+	} {
+		if _, err := tools.NewHTTPRetrieval(bad.url, nil); err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("%s: err = %v, want %q without the secret", bad.url, err, bad.want)
+		}
 	}
 	r, err := tools.NewHTTPRetrieval(srv.URL, nil)
 	if err != nil {

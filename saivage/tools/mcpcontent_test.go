@@ -95,6 +95,8 @@ func contentServer(t *testing.T, opts *mcp.ServerOptions, onList func()) string 
 	add("failed", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("é", 600)}, &mcp.ImageContent{MIMEType: "image/png", Data: quad}}})
 	add("blob", &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///big.bin", MIMEType: "application/octet-stream", Blob: bytes.Repeat([]byte{1}, tools.MCPMaxDecoded+1)}}}})
 	add("wire", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("w", tools.MCPMaxWire)}}})
+	add("long", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("l", tools.MCPMaxProjected-1024)}}})
+	add("too-long", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("t", tools.MCPMaxProjected+1)}}})
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if onList != nil && r.Body != nil {
@@ -112,8 +114,8 @@ func contentServer(t *testing.T, opts *mcp.ServerOptions, onList func()) string 
 
 // TestMCPContentLimits: images become normalized PNGs in order, unusable
 // image blocks are named but select no pixels, error results keep 512
-// bytes and no pixels, and results over the decoded (32 MiB) or wire
-// (48 MiB) limits are refused whole.
+// bytes and no pixels, and results over the projected non-image (1 MiB),
+// decoded (32 MiB) or wire (48 MiB) limits are refused whole.
 func TestMCPContentLimits(t *testing.T) {
 	f := newFixture(t, analyst())
 	m := tools.NewMCPServers(map[string]config.MCPServer{"content": {Transport: "http", URL: contentServer(t, nil, nil)}}, f.env.Root, nil)
@@ -141,7 +143,9 @@ func TestMCPContentLimits(t *testing.T) {
 		{"mislabelled", "not shown: declared image/png but the bytes are jpeg", 0, false},
 		{"failed", "éé", 0, true},
 		{"blob", "33554433 bytes of binary content, over the 33554432-byte limit", 0, true},
-		{"wire", "over the 50331648-byte limit", 0, true},
+		{"long", strings.Repeat("l", 1000), 0, false},
+		{"too-long", "the tool's result is 1048577 bytes, over the 1048576-byte limit", 0, true},
+		{"wire", "over the 50331648-byte limit", 0, true}, // last: the server's connection is gone after it
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			text, imgs, isErr := call(tc.tool)
@@ -150,6 +154,9 @@ func TestMCPContentLimits(t *testing.T) {
 			}
 			if tc.tool == "failed" && len(text) > tools.MCPMaxError+len("…") {
 				t.Errorf("error text is %d bytes", len(text))
+			}
+			if tc.tool == "long" && len(text) != tools.MCPMaxProjected-1024 {
+				t.Errorf("a result under the projected limit arrived with %d bytes", len(text))
 			}
 		})
 	}
@@ -176,7 +183,7 @@ func TestMCPDiscoveryBudgetCoversEveryPage(t *testing.T) {
 			defer m.Close()
 			st, err := m.Control(context.Background(), "content", "start")
 			if tc.ready {
-				if err != nil || st.State != "ready" || st.Tools != 6 || lists != 3 {
+				if err != nil || st.State != "ready" || st.Tools != 8 || lists != 4 {
 					t.Fatalf("start = %+v, %v after %d list pages", st, err, lists)
 				}
 				return

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/saivage/config"
 )
 
 // Retrieval is the two-operation port to an external retrieval engine that
@@ -55,12 +56,13 @@ type HTTPRetrieval struct {
 // observed collections are local data and never leave the machine.
 func NewHTTPRetrieval(base string, client *http.Client) (*HTTPRetrieval, error) {
 	u, err := url.Parse(base)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("retrieval engine URL %q: want http://127.0.0.1:PORT", base)
+	// The URL is quoted only redacted: a mistaken one may carry credentials.
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("retrieval engine URL %s: want http://127.0.0.1:PORT, without credentials, query or fragment", config.RedactURL(base))
 	}
 	host := u.Hostname()
 	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && ip.IsLoopback())) {
-		return nil, fmt.Errorf("retrieval engine URL %q: the engine must listen on a loopback address", base)
+		return nil, fmt.Errorf("retrieval engine URL %s: the engine must listen on a loopback address", config.RedactURL(base))
 	}
 	if client == nil {
 		client = http.DefaultClient

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/agent"
+	"github.com/agentstack/agentstack/saivage/config"
 )
 
 // WebSearcher answers websearch queries. A nil WebSearcher in Env makes the
@@ -39,9 +41,9 @@ const (
 
 // Websearch backend names, as configuration spells them.
 const (
-	SearchBackendSearXNG = "searxng"
-	SearchBackendBrave   = "brave"
-	SearchBackendTavily  = "tavily"
+	SearchBackendSearXNG = config.WebSearchSearXNG
+	SearchBackendBrave   = config.WebSearchBrave
+	SearchBackendTavily  = config.WebSearchTavily
 )
 
 // Default endpoints of the hosted providers (overridable for tests and
@@ -65,44 +67,23 @@ type WebSearchOptions struct {
 }
 
 // SearchBackendNames lists the backends NewWebSearcher accepts, sorted.
-func SearchBackendNames() []string {
-	return []string{SearchBackendBrave, SearchBackendSearXNG, SearchBackendTavily}
-}
+func SearchBackendNames() []string { return config.WebSearchBackends() }
 
-// NewWebSearcher validates o and returns its backend. The errors name what
-// is wrong and never contain the key.
+// NewWebSearcher validates o (config.CheckWebSearch: the same rules as the
+// configuration's websearch section) and returns its backend. The errors
+// name what is wrong and never contain the key or the URL.
 func NewWebSearcher(o WebSearchOptions) (WebSearcher, error) {
 	if o.Backend == "" {
 		o.Backend = SearchBackendSearXNG
 	}
-	switch o.Backend {
-	case SearchBackendSearXNG:
-		if o.BaseURL == "" {
-			return nil, errors.New("websearch backend searxng needs the instance URL")
-		}
-	case SearchBackendBrave:
-		if o.BaseURL == "" {
-			o.BaseURL = DefaultBraveURL
-		}
-	case SearchBackendTavily:
-		if o.BaseURL == "" {
-			o.BaseURL = DefaultTavilyURL
-		}
-	default:
-		return nil, fmt.Errorf("unknown websearch backend %q (allowed: %s)", o.Backend, strings.Join(SearchBackendNames(), ", "))
-	}
-	if o.Backend != SearchBackendSearXNG && o.APIKey == "" {
-		return nil, fmt.Errorf("websearch backend %s needs an API key", o.Backend)
-	}
-	u, err := url.Parse(o.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-		return nil, fmt.Errorf("websearch backend %s: URL %q is not an absolute http(s) URL without credentials or query", o.Backend, o.BaseURL)
+	if e := config.CheckWebSearch(config.WebSearch{Backend: o.Backend, URL: o.BaseURL, APIKey: o.APIKey}); e != nil {
+		return nil, errors.New(e.Msg)
 	}
 	switch o.Backend {
 	case SearchBackendBrave:
-		return &Brave{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
+		return &Brave{BaseURL: cmp.Or(o.BaseURL, DefaultBraveURL), APIKey: o.APIKey, Client: o.Client}, nil
 	case SearchBackendTavily:
-		return &Tavily{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
+		return &Tavily{BaseURL: cmp.Or(o.BaseURL, DefaultTavilyURL), APIKey: o.APIKey, Client: o.Client}, nil
 	}
 	return &SearXNG{BaseURL: o.BaseURL, APIKey: o.APIKey, Client: o.Client}, nil
 }
@@ -340,7 +321,7 @@ func websearchTool(env *Env) agent.Tool {
 		fmt.Sprintf(`{"type":"object","properties":{"query":{"type":"string","minLength":1},"limit":{"type":"integer","minimum":1,"maximum":%d}},"required":["query"],"additionalProperties":false}`, maxSearchResults)),
 		func(ctx context.Context, a websearchArgs) (agent.ToolResult, error) {
 			if env.WebSearch == nil {
-				return unavailable("websearch", "no search backend is configured (set SAIVAGE_WEBSEARCH_URL to a SearXNG-compatible JSON endpoint, or SAIVAGE_WEBSEARCH_BACKEND to brave or tavily with SAIVAGE_WEBSEARCH_KEY)"), nil
+				return unavailable("websearch", "no search backend is configured (the operator sets the websearch section of config.yaml, or SAIVAGE_WEBSEARCH_URL to a SearXNG-compatible JSON endpoint, or SAIVAGE_WEBSEARCH_BACKEND to brave or tavily with SAIVAGE_WEBSEARCH_KEY)"), nil
 			}
 			if strings.TrimSpace(a.Query) == "" {
 				return failf("query is empty"), nil

@@ -382,6 +382,22 @@ func TestCompileRejects(t *testing.T) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.exec", ContractVersion: 1}, Statuses: []string{"done"}}
 			})
 		}, "card_types.task.workflow.after_activation_commit.execution.action", "reserved namespace"},
+		{"undeclared plugin action", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "acme.lint", ContractVersion: 1}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.action", `unknown action "acme.lint": this build compiles shell.run and the code_quality actions, and no plugin declares it`},
+		{"wrong contract version", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 2,
+					Config: map[string]any{"script": "true"}}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.contract_version", `action "shell.run" uses contract version 1`},
+		{"quality action contract version", func(c *config.Config) {
+			setWF(c, "task", func(w *config.Workflow) {
+				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "code_quality.python_ruff"}, Statuses: []string{"done"}}
+			})
+		}, "card_types.task.workflow.after_activation_commit.execution.contract_version", `action "code_quality.python_ruff" uses contract version 1`},
 		{"shell.run script and argv", func(c *config.Config) {
 			setWF(c, "task", func(w *config.Workflow) {
 				w.AfterActivationCommit = &config.AfterActivationCommit{Execution: config.Execution{Kind: "action", Action: "shell.run", ContractVersion: 1,
