@@ -20,9 +20,6 @@ const summarySystem = "You compact the conversation of an autonomous software ag
 	"When a summary so far is given, return it extended with the new transcript (one summary, not two). " +
 	"Do not invent anything and do not address the agent."
 
-// maxTranscriptRowChars bounds one row in the summarizer's transcript.
-const maxTranscriptRowChars = 4000
-
 // CompactionBlockedError is compaction-summary-blocked: the conversation
 // had to be compacted and no candidate could be built (the summarizer
 // failed for a reason other than a policy refusal or its call budget).
@@ -426,11 +423,14 @@ func (iv *invoker) publishCompaction(read conversations.Current, next []conversa
 // source, one plain-text part per row it can read: the recovery and
 // refusal facts first (RUNTIME FACT), then the history in order, a tool
 // result followed by its images when images is set (each an atomic part).
+// Rows are whole, never clipped: the refine accumulator transports the
+// source once over disjoint ranges, cutting a row too large for one
+// request between code points (agent.Refine), and a source that does not
+// fit the call budget ends in a declared omission, not in a silently
+// shortened summary.
 func summarySource(stateDir string, rows []conversations.Row, images bool) []agent.SourcePart {
 	var facts, history []agent.SourcePart
-	text := func(s string) agent.SourcePart {
-		return agent.SourcePart{Text: agent.TruncateMarked(s, maxTranscriptRowChars)}
-	}
+	text := func(s string) agent.SourcePart { return agent.SourcePart{Text: s} }
 	for _, r := range rows {
 		c := decodeContent(r)
 		var s string
