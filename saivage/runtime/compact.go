@@ -278,7 +278,9 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	rows := cur.Rows
 	lead := inherited(rows)
 	comp := iv.rt.models.compaction
-	tailBytes := int(comp.TailFraction * float64(iv.route.UsableInput) * 4)
+	desc := iv.descriptor(ctx)
+	usable := iv.targetUsable(mode, rows, desc, tools)
+	tailBytes := int(comp.TailFraction * float64(usable) * 4)
 	if mode == compactAuthoritative || tailBytes <= 0 {
 		total := 0
 		for _, r := range rows {
@@ -294,7 +296,6 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		iv.rt.logEvent("compaction_skipped", map[string]any{"session": iv.sess.id, "mode": mode.String(), "reason": "no complete round beyond the inherited summary can be folded"})
 		return 0, nil
 	}
-	desc := iv.descriptor(ctx)
 	measure := func(rs []conversations.Row) int {
 		msgs := iv.project(rs, desc)
 		if mode == compactLocalExact {
@@ -323,11 +324,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	unit := mode.measureName()
 	for _, end := range ends {
 		cand := &candidate{cut: end}
+		folded := false
 		if unavailable == "" && failure == nil {
 			next, err := refine.Advance(ctx, acc, summarySource(iv.rt.p.StateDir, rows[pos:end], iv.summaryImages()))
 			switch {
 			case err == nil:
-				acc, pos = next, end
+				acc, pos, folded = next, end, true
 				cand.text = acc
 			case ctx.Err() != nil:
 				return 0, context.Cause(ctx)
@@ -342,6 +344,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 			default:
 				failure = err
 			}
+		}
+		if folded && cand.text == "" {
+			// A structural-only advance (its rows carry no summary source,
+			// e.g. a node marker kept anyway) with nothing summarized yet:
+			// no provider call, no invented summary, no candidate here.
+			continue
 		}
 		if cand.text == "" {
 			if unavailable == "" {
@@ -384,8 +392,35 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	}
 	iv.rt.hint("conversation", iv.sess.id)
 	iv.rt.logEvent("session_compacted", map[string]any{"session": iv.sess.id, "mode": mode.String(), "segment": n, "covered_rows": best.cut, "kept_rows": kept,
-		unit + "_before": before, unit + "_after": best.size, "summary_calls": refine.Calls(), "omitted": best.omitted})
+		unit + "_before": before, unit + "_after": best.size, "summary_calls": refine.Calls(), "omitted": best.omitted, "usable_input": usable})
 	return best.cut, nil
+}
+
+// targetUsable is the usable input a compaction's tail target is a
+// fraction of. Preventive maintenance (and the authoritative pass, whose
+// tail is at most half the history anyway) uses the binding's: the largest
+// positive usable input of the route's candidates, against which the
+// actor-visible weight triggered it. The local-exact pass runs because no
+// capable candidate admitted its own plan, so it targets those
+// candidates' own usable input floor(U×C)−O — the largest of them —
+// never a larger window of a candidate that cannot take the request.
+func (iv *invoker) targetUsable(mode compactMode, rows []conversations.Row, snap stateSnapshot, tools []llm.Tool) int {
+	if mode != compactLocalExact {
+		return iv.route.UsableInput
+	}
+	members, _ := capable(iv.route, iv.primary(iv.project(rows, snap), tools))
+	usable := 0
+	for _, m := range members {
+		u := m.Budget.UsableInput()
+		if u <= 0 {
+			return iv.route.UsableInput // a window is unknown: no own bound
+		}
+		usable = max(usable, u)
+	}
+	if usable == 0 {
+		return iv.route.UsableInput
+	}
+	return usable
 }
 
 func unavailableReason(why string) string {
