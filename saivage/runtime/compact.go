@@ -305,14 +305,15 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	}
 	before := measure(rows)
 	// The accumulator starts from the inherited summary; the genesis keeps
-	// the latest record descriptors, never bodies.
+	// the latest record descriptors, never bodies: the inherited ones, then
+	// the records read in the folded rows, then the snapshot's, each newer
+	// one replacing an older one of the same record.
 	acc := ""
-	var observations []recordObservation
+	var inheritedObs []recordObservation
 	if lead > 0 {
 		g := decodeContent(rows[0])
-		acc, observations = g.Text, g.Observations
+		acc, inheritedObs = g.Text, g.Observations
 	}
-	observations = latestObservations(observations, desc.records)
 	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Fits: iv.summaryFits, Send: iv.foldSend}
 	pos, unavailable := lead, ""
 	var best *candidate
@@ -362,8 +363,8 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		kept := protectedRows(rows[:end])
 		genesis := map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
 			"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()}
-		if len(observations) > 0 {
-			genesis["latest_record_observations"] = observations
+		if obs := latestObservations(latestObservations(inheritedObs, readObservations(rows[lead:end])), desc.records); len(obs) > 0 {
+			genesis["latest_record_observations"] = obs
 		}
 		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary", Content: rawJSON(genesis)}
 		cand.rows = append(append([]conversations.Row{summary}, kept...), rows[end:]...)
@@ -502,6 +503,37 @@ func summarySource(stateDir string, rows []conversations.Row, images bool) []age
 		}
 	}
 	return append(facts, history...)
+}
+
+// recordRead is the record a successful read or read_record_version
+// result showed, from the tool's structured result (its Data), never from
+// the text; nil for any other result.
+func recordRead(tool string, res agent.ToolResult) *recordObservation {
+	if res.IsError || len(res.Data) == 0 || (tool != "read" && tool != "read_record_version") {
+		return nil
+	}
+	var d struct {
+		Observation *recordObservation `json:"record_observation"`
+	}
+	if json.Unmarshal(res.Data, &d) != nil {
+		return nil
+	}
+	return d.Observation
+}
+
+// readObservations are the records the agent read in rows, as their read
+// results described them: one per record, the latest read winning.
+func readObservations(rows []conversations.Row) []recordObservation {
+	var out []recordObservation
+	for _, r := range rows {
+		if r.Kind != "tool_result" {
+			continue
+		}
+		if c := decodeContent(r); c.Record != nil && !c.IsError {
+			out = latestObservations(out, []recordObservation{*c.Record})
+		}
+	}
+	return out
 }
 
 // errSummaryRefused marks a summary call the provider refused under its
