@@ -147,12 +147,17 @@ func (t *ProviderTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			}
 		}
 	}
+	// The attempt order: credentials, then the protocol's wire body.
+	fr.Endpoint = "/responses"
+	token, err := t.firstToken(req.Context(), body, fr)
+	if err != nil {
+		return nil, err
+	}
 	up, err := ResponsesBody(&cr, opts)
 	if err != nil {
 		return jsonError(req, http.StatusBadRequest, "invalid_request", err.Error()), nil
 	}
-	fr.Endpoint = "/responses"
-	resp, err := t.send(req, fr.Endpoint, up, hdr, fr)
+	resp, err := t.sendWith(req, fr.Endpoint, up, hdr, fr, token)
 	if err != nil || resp.StatusCode/100 != 2 {
 		return resp, err
 	}
@@ -221,13 +226,28 @@ func admit(cr *ChatRequest, mw ModelWire) string {
 // send posts body to path with the credentials, refreshing them once
 // after a 401. A failure answer is reported and returned with its body.
 func (t *ProviderTransport) send(orig *http.Request, path string, body []byte, hdr http.Header, fr FailedRequest) (*http.Response, error) {
-	ctx := orig.Context()
-	fr.Body = body
-	token, err := t.token(ctx, "")
+	token, err := t.firstToken(orig.Context(), body, fr)
 	if err != nil {
-		t.fail(fr, 0, "auth_refresh", "")
 		return nil, err
 	}
+	return t.sendWith(orig, path, body, hdr, fr, token)
+}
+
+// firstToken fetches the attempt's credentials; a failure is reported
+// with body (what the attempt would have sent) and nothing is sent.
+func (t *ProviderTransport) firstToken(ctx context.Context, body []byte, fr FailedRequest) (string, error) {
+	token, err := t.token(ctx, "")
+	if err != nil {
+		fr.Body = body
+		t.fail(fr, 0, "auth_refresh", "")
+	}
+	return token, err
+}
+
+// sendWith is send with the attempt's credentials already fetched.
+func (t *ProviderTransport) sendWith(orig *http.Request, path string, body []byte, hdr http.Header, fr FailedRequest, token string) (*http.Response, error) {
+	ctx := orig.Context()
+	fr.Body = body
 	resp, err := t.post(ctx, orig, path, body, hdr, token)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && t.o.Credentials != nil {
 		drain(resp)

@@ -20,9 +20,6 @@ const summarySystem = "You compact the conversation of an autonomous software ag
 	"When a summary so far is given, return it extended with the new transcript (one summary, not two). " +
 	"Do not invent anything and do not address the agent."
 
-// maxTranscriptRowChars bounds one row in the summarizer's transcript.
-const maxTranscriptRowChars = 4000
-
 // CompactionBlockedError is compaction-summary-blocked: the conversation
 // had to be compacted and no candidate could be built (the summarizer
 // failed for a reason other than a policy refusal or its call budget).
@@ -281,7 +278,9 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	rows := cur.Rows
 	lead := inherited(rows)
 	comp := iv.rt.models.compaction
-	tailBytes := int(comp.TailFraction * float64(iv.route.UsableInput) * 4)
+	desc := iv.descriptor(ctx)
+	usable := iv.targetUsable(mode, rows, desc, tools)
+	tailBytes := int(comp.TailFraction * float64(usable) * 4)
 	if mode == compactAuthoritative || tailBytes <= 0 {
 		total := 0
 		for _, r := range rows {
@@ -297,7 +296,6 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		iv.rt.logEvent("compaction_skipped", map[string]any{"session": iv.sess.id, "mode": mode.String(), "reason": "no complete round beyond the inherited summary can be folded"})
 		return 0, nil
 	}
-	desc := iv.descriptor(ctx)
 	measure := func(rs []conversations.Row) int {
 		msgs := iv.project(rs, desc)
 		if mode == compactLocalExact {
@@ -307,14 +305,15 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	}
 	before := measure(rows)
 	// The accumulator starts from the inherited summary; the genesis keeps
-	// the latest record descriptors, never bodies.
+	// the latest record descriptors, never bodies: the inherited ones, then
+	// the records read in the folded rows, then the snapshot's, each newer
+	// one replacing an older one of the same record.
 	acc := ""
-	var observations []recordObservation
+	var inheritedObs []recordObservation
 	if lead > 0 {
 		g := decodeContent(rows[0])
-		acc, observations = g.Text, g.Observations
+		acc, inheritedObs = g.Text, g.Observations
 	}
-	observations = latestObservations(observations, desc.records)
 	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Fits: iv.summaryFits, Send: iv.foldSend}
 	pos, unavailable := lead, ""
 	var best *candidate
@@ -326,11 +325,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	unit := mode.measureName()
 	for _, end := range ends {
 		cand := &candidate{cut: end}
+		folded := false
 		if unavailable == "" && failure == nil {
 			next, err := refine.Advance(ctx, acc, summarySource(iv.rt.p.StateDir, rows[pos:end], iv.summaryImages()))
 			switch {
 			case err == nil:
-				acc, pos = next, end
+				acc, pos, folded = next, end, true
 				cand.text = acc
 			case ctx.Err() != nil:
 				return 0, context.Cause(ctx)
@@ -346,6 +346,12 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 				failure = err
 			}
 		}
+		if folded && cand.text == "" {
+			// A structural-only advance (its rows carry no summary source,
+			// e.g. a node marker kept anyway) with nothing summarized yet:
+			// no provider call, no invented summary, no candidate here.
+			continue
+		}
 		if cand.text == "" {
 			if unavailable == "" {
 				break // an infrastructure failure: no further calls, no omission
@@ -357,8 +363,8 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		kept := protectedRows(rows[:end])
 		genesis := map[string]any{"text": cand.text, "covered_rows": end, "from_segment": cur.N, "omitted": cand.omitted,
 			"summary_calls": refine.Calls(), "protected": len(kept), "mode": mode.String()}
-		if len(observations) > 0 {
-			genesis["latest_record_observations"] = observations
+		if obs := latestObservations(latestObservations(inheritedObs, readObservations(rows[lead:end])), desc.records); len(obs) > 0 {
+			genesis["latest_record_observations"] = obs
 		}
 		summary := conversations.Row{ID: "compaction-" + state.NewUUID() + ":summary", Kind: "summary", Content: rawJSON(genesis)}
 		cand.rows = append(append([]conversations.Row{summary}, kept...), rows[end:]...)
@@ -387,8 +393,35 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	}
 	iv.rt.hint("conversation", iv.sess.id)
 	iv.rt.logEvent("session_compacted", map[string]any{"session": iv.sess.id, "mode": mode.String(), "segment": n, "covered_rows": best.cut, "kept_rows": kept,
-		unit + "_before": before, unit + "_after": best.size, "summary_calls": refine.Calls(), "omitted": best.omitted})
+		unit + "_before": before, unit + "_after": best.size, "summary_calls": refine.Calls(), "omitted": best.omitted, "usable_input": usable})
 	return best.cut, nil
+}
+
+// targetUsable is the usable input a compaction's tail target is a
+// fraction of. Preventive maintenance (and the authoritative pass, whose
+// tail is at most half the history anyway) uses the binding's: the largest
+// positive usable input of the route's candidates, against which the
+// actor-visible weight triggered it. The local-exact pass runs because no
+// capable candidate admitted its own plan, so it targets those
+// candidates' own usable input floor(U×C)−O — the largest of them —
+// never a larger window of a candidate that cannot take the request.
+func (iv *invoker) targetUsable(mode compactMode, rows []conversations.Row, snap stateSnapshot, tools []llm.Tool) int {
+	if mode != compactLocalExact {
+		return iv.route.UsableInput
+	}
+	members, _ := capable(iv.route, iv.primary(iv.project(rows, snap), tools))
+	usable := 0
+	for _, m := range members {
+		u := m.Budget.UsableInput()
+		if u <= 0 {
+			return iv.route.UsableInput // a window is unknown: no own bound
+		}
+		usable = max(usable, u)
+	}
+	if usable == 0 {
+		return iv.route.UsableInput
+	}
+	return usable
 }
 
 func unavailableReason(why string) string {
@@ -426,11 +459,14 @@ func (iv *invoker) publishCompaction(read conversations.Current, next []conversa
 // source, one plain-text part per row it can read: the recovery and
 // refusal facts first (RUNTIME FACT), then the history in order, a tool
 // result followed by its images when images is set (each an atomic part).
+// Rows are whole, never clipped: the refine accumulator transports the
+// source once over disjoint ranges, cutting a row too large for one
+// request between code points (agent.Refine), and a source that does not
+// fit the call budget ends in a declared omission, not in a silently
+// shortened summary.
 func summarySource(stateDir string, rows []conversations.Row, images bool) []agent.SourcePart {
 	var facts, history []agent.SourcePart
-	text := func(s string) agent.SourcePart {
-		return agent.SourcePart{Text: agent.TruncateMarked(s, maxTranscriptRowChars)}
-	}
+	text := func(s string) agent.SourcePart { return agent.SourcePart{Text: s} }
 	for _, r := range rows {
 		c := decodeContent(r)
 		var s string
@@ -467,6 +503,37 @@ func summarySource(stateDir string, rows []conversations.Row, images bool) []age
 		}
 	}
 	return append(facts, history...)
+}
+
+// recordRead is the record a successful read or read_record_version
+// result showed, from the tool's structured result (its Data), never from
+// the text; nil for any other result.
+func recordRead(tool string, res agent.ToolResult) *recordObservation {
+	if res.IsError || len(res.Data) == 0 || (tool != "read" && tool != "read_record_version") {
+		return nil
+	}
+	var d struct {
+		Observation *recordObservation `json:"record_observation"`
+	}
+	if json.Unmarshal(res.Data, &d) != nil {
+		return nil
+	}
+	return d.Observation
+}
+
+// readObservations are the records the agent read in rows, as their read
+// results described them: one per record, the latest read winning.
+func readObservations(rows []conversations.Row) []recordObservation {
+	var out []recordObservation
+	for _, r := range rows {
+		if r.Kind != "tool_result" {
+			continue
+		}
+		if c := decodeContent(r); c.Record != nil && !c.IsError {
+			out = latestObservations(out, []recordObservation{*c.Record})
+		}
+	}
+	return out
 }
 
 // errSummaryRefused marks a summary call the provider refused under its

@@ -199,10 +199,9 @@ func TestSummaryRequestsAdmittedExactly(t *testing.T) {
 		t.Errorf("compactions count %d summary calls, the provider received %d", calls, len(ranges))
 	}
 	// The first compaction's ranges are its source split once: each
-	// folded note's call row (its rendering bounded to 4,000 bytes) is
-	// larger than a request may be, so it is cut between code points and
-	// its pieces, joined, are the row once. The oldest note is always
-	// folded.
+	// folded note's call row (whole, never clipped) is larger than a
+	// request may be, so it is cut between code points and its pieces,
+	// joined, are the row once. The oldest note is always folded.
 	first := strings.Join(ranges[:int(cs[0]["summary_calls"].(float64))], "")
 	for i := range 5 {
 		row := fmt.Sprintf(`TOOL CALL write {"content":"N%d `, i)
@@ -213,8 +212,8 @@ func TestSummaryRequestsAdmittedExactly(t *testing.T) {
 		if n != 1 {
 			continue
 		}
-		rest := first[strings.Index(first, row):]
-		if end := strings.Index(rest, " …[truncated]"); end < 0 || strings.Count(rest[:end], fmt.Sprintf("N%d Grüße 世界 😀", i)) < 150 {
+		whole := fmt.Sprintf(`TOOL CALL write {"content":%q,"path":"n%d.txt"}`, notes(fmt.Sprintf("N%d", i)), i)
+		if !strings.Contains(first, whole) {
 			t.Errorf("note %d's call row did not travel whole", i)
 		}
 		for _, r := range ranges {

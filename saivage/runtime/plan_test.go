@@ -191,12 +191,15 @@ func TestContextRejectionRebuildsTheFailedCandidateFirst(t *testing.T) {
 func TestLocallyRefusedCandidateIsRebuiltAfterRejection(t *testing.T) {
 	e := newEnv(t, envOptions{configEdit: smallFirstCandidate})
 	e.script.Add("planner@project", call("write", map[string]any{"path": "n1.txt", "content": strings.Repeat("FIRSTNOTE ", 4000)}))
+	// The summary source carries the 40,000-byte write whole: only tier-3
+	// admits it, so the summary call goes there, between the rejection and
+	// the rebuilt request.
 	e.srv.Enqueue("tier-3",
 		call("glob", map[string]any{"pattern": "*.txt"}),
 		llmtest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too many tokens"},
+		text("SUMMARY: wrote n1.txt and listed the text files."),
 		llmtest.Reply{Status: 503, ErrorMessage: "busy"})
 	e.script.Add("planner@project", finishRun()...)
-	e.script.Add("summary", text("SUMMARY: wrote n1.txt and listed the text files."))
 	if sum := runToEnd(t, e); sum.Outcome != "done" {
 		t.Fatalf("run = %+v", sum)
 	}

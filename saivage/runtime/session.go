@@ -105,6 +105,8 @@ type rowContent struct {
 	Images []imageDescriptor `json:"images,omitempty"`
 	// Observations are a compacted genesis's latest record descriptors.
 	Observations []recordObservation `json:"latest_record_observations,omitempty"`
+	// Record describes the record a successful read result showed.
+	Record *recordObservation `json:"record_observation,omitempty"`
 }
 
 // assistantContent is an assistant row's content.
@@ -209,27 +211,30 @@ func (r *recorder) on(ev agent.Event) {
 			r.fail(err)
 			return
 		}
-		r.result(e.CallID, e.Name, content, e.Result.IsError, imgs...)
+		r.result(e.CallID, e.Name, content, e.Result.IsError, recordRead(e.Name, e.Result), imgs...)
 	case agent.ToolError:
 		if !r.started[e.CallID] || (e.Err == "cancelled" && r.halted()) {
 			return
 		}
-		r.result(e.CallID, e.Name, "Error: "+e.Err, true)
+		r.result(e.CallID, e.Name, "Error: "+e.Err, true, nil)
 	}
 }
 
-func (r *recorder) result(callID, name, content string, isErr bool, imgs ...imageDescriptor) {
+func (r *recorder) result(callID, name, content string, isErr bool, read *recordObservation, imgs ...imageDescriptor) {
 	delete(r.started, callID)
 	r.write(conversations.Row{ID: fmt.Sprintf("%s:%d:tool-result:%s", r.src, r.n, callID), Kind: "tool_result", CallID: callID, Name: name,
-		Content: rawJSON(resultContent(content, isErr, imgs))})
+		Content: rawJSON(resultContent(content, isErr, read, imgs))})
 	if f := r.after[callID]; f != nil && r.err == nil {
 		delete(r.after, callID)
 		f()
 	}
 }
 
-func resultContent(content string, isErr bool, imgs []imageDescriptor) map[string]any {
+func resultContent(content string, isErr bool, read *recordObservation, imgs []imageDescriptor) map[string]any {
 	m := map[string]any{"content": content, "is_error": isErr}
+	if read != nil {
+		m["record_observation"] = read
+	}
 	if len(imgs) > 0 {
 		m["images"] = imgs
 	}

@@ -54,7 +54,7 @@ func readTool(env *Env) agent.Tool {
 					return failf("%v", err), nil
 				}
 				text, _ := numbered(v.Content, a.Offset, a.Limit)
-				return ok(v.describe() + "\n" + env.redact(text)), nil
+				return v.result(v.describe() + "\n" + env.redact(text)), nil
 			}
 			p, err := env.readPath(a.Path)
 			if err != nil {

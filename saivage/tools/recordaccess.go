@@ -2,18 +2,52 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/agentstack/agentstack/agent"
 	"github.com/agentstack/agentstack/saivage/records"
 )
 
 // recordView is a record's content with where it came from.
 type recordView struct {
 	Path      string
+	Card      string
+	Name      string
 	Content   string
 	Selection string // baseline, draft, accepted, or "version" for exact reads
 	Version   int
+	Revision  int // a draft's revision
+}
+
+// RecordObservation is the structured part of a successful record read
+// (the result's Data, under "record_observation"): which record, which
+// version of it and how large — never its content. The runtime keeps it
+// with the result, so a compaction that folds the read can still describe
+// what the agent saw.
+type RecordObservation struct {
+	Locator  string `json:"locator"`
+	Card     string `json:"card"`
+	Record   string `json:"record"`
+	Kind     string `json:"kind"` // accepted, draft or baseline
+	Version  int    `json:"version"`
+	Revision int    `json:"revision,omitempty"`
+	Bytes    int    `json:"bytes"`
+}
+
+// result is the read's tool result: text for the model, the observation
+// as Data.
+func (v recordView) result(text string) agent.ToolResult {
+	o := RecordObservation{Locator: v.Path, Card: v.Card, Record: v.Name, Kind: records.SelAccepted, Version: v.Version, Bytes: len(v.Content)}
+	switch {
+	case v.Selection == records.SelDraft:
+		o.Kind, o.Revision = records.SelDraft, v.Revision
+	case v.Version == 0:
+		o.Kind = records.SelBaseline
+	}
+	data, _ := json.Marshal(map[string]RecordObservation{"record_observation": o})
+	return agent.ToolResult{Content: text, Data: data}
 }
 
 func (v recordView) describe() string {
@@ -40,13 +74,14 @@ func (e *Env) readRecord(ctx context.Context, rp recordPath) (recordView, error)
 		if err != nil {
 			return recordView{}, err
 		}
-		return recordView{Path: rp.String(), Content: c, Selection: "version", Version: rp.Version}, nil
+		return recordView{Path: rp.String(), Card: rp.Card, Name: rp.Name, Content: c, Selection: "version", Version: rp.Version}, nil
 	}
 	cur, err := rs.Current(ref)
 	if err != nil {
 		return recordView{}, err
 	}
-	return recordView{Path: rp.String(), Content: cur.Content, Selection: cur.Head.Selection, Version: cur.Version}, nil
+	return recordView{Path: rp.String(), Card: rp.Card, Name: rp.Name, Content: cur.Content, Selection: cur.Head.Selection, Version: cur.Version,
+		Revision: cur.Head.Revision}, nil
 }
 
 // writeRecord replaces a record's content within the caller's authority: a

@@ -157,6 +157,6 @@ func readRecordVersionTool(env *Env) agent.Tool {
 			if err != nil {
 				return failf("%v", err), nil
 			}
-			return ok(v.describe() + "\n" + env.redact(v.Content)), nil
+			return v.result(v.describe() + "\n" + env.redact(v.Content)), nil
 		})
 }
