@@ -388,7 +388,14 @@ func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Up
 // how many were created, updated and left unchanged. The calendar
 // reminders use it: one commit per pass, not one per event.
 func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) (created, updated, unchanged int, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	// A connection of its own, so that new reminders can go through it
+	// raw (insertReminders) inside the transaction.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
 	}
@@ -427,30 +434,32 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 		}
 		return a - b
 	})
-	var again []*Item
-	arena := make([]byte, 0, 64*len(fresh)) // the encoded reminder events
-	rem, gen := &batchInsert{tx: tx, sql: reminderInsertSQL}, &batchInsert{tx: tx, sql: multiInsertSQL}
+	var again, rems []*Item
+	gen := &batchInsert{tx: tx, sql: multiInsertSQL}
 	for i, at := range fresh {
 		it := &items[at]
 		if i > 0 && it.SourceKey == items[fresh[i-1]].SourceKey {
 			again = append(again, it)
 			continue
 		}
-		b, row := gen, []any(nil)
-		if args, ok := reminderInsertArgs(it, now, &arena); ok {
-			b, row = rem, args
-		} else if row, err = insertArgs(*it, now); err != nil {
-			return 0, 0, 0, err
-		}
-		if err := b.add(ctx, row); err != nil {
-			return 0, 0, 0, err
-		}
 		created++
-	}
-	for _, b := range []*batchInsert{rem, gen} {
-		if err := b.flush(ctx); err != nil {
+		if rawReminder(it) {
+			rems = append(rems, it)
+			continue
+		}
+		row, err := insertArgs(*it, now)
+		if err != nil {
 			return 0, 0, 0, err
 		}
+		if err := gen.add(ctx, row); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if err := insertReminders(ctx, conn, rems, now); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := gen.flush(ctx); err != nil {
+		return 0, 0, 0, err
 	}
 	for _, it := range again {
 		cur, err := s.lookup(ctx, tx, it.SourceKey)
@@ -723,20 +732,6 @@ func reminderInsertSQL(n int) string {
 	const row = `(?,'` + KindEventReminder + `',?,?,?,?,'new',?,?,?,?,?)`
 	return `INSERT OR ROLLBACK INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
 		source_at, source_hash, reminder_event) VALUES ` + strings.Repeat(row+",", n-1) + row
-}
-
-// reminderInsertArgs returns reminderInsertSQL's arguments for a new
-// compact reminder (false for any other item, which takes insertArgs). The
-// encoded events are appended to *arena: one buffer for a batch's rows.
-func reminderInsertArgs(it *Item, now time.Time, arena *[]byte) ([]any, bool) {
-	if !compactReminder(it) || it.Kind != KindEventReminder || it.SourceKey == "" || it.Title == "" || it.Priority == "" || len(it.Diagnostics) > 0 {
-		return nil, false
-	}
-	n := len(*arena)
-	*arena = appendReminderEvent(*arena, it.SourceKey, it.reminder)
-	event := (*arena)[n:len(*arena):len(*arena)]
-	return []any{it.SourceKey, it.Title, it.Summary, it.Priority, it.DueAt.UnixMilli(), now.UnixMilli(), now.UnixMilli(), it.SourceAt.UnixMilli(),
-		sourceHash(it), event}, true
 }
 
 // compactReminder reports whether it is a reminder whose row can keep its
