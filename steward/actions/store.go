@@ -896,12 +896,13 @@ func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 	}
 	defer rows.Close()
 	res := &ListResult{Items: make([]Item, 0, ClampLimit(o.Limit))}
+	var rs rowScan
 	for rows.Next() {
-		it, err := scanItem(rows, o.IncludePayload)
+		it, err := rs.scan(rows, o.IncludePayload)
 		if err != nil {
 			return nil, fmt.Errorf("list actions: %w", err)
 		}
-		res.Items = append(res.Items, *it)
+		res.Items = append(res.Items, it)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
@@ -953,57 +954,74 @@ func (s *Store) listQuery(ctx context.Context, q Query) (*sql.Rows, error) {
 
 type scanner interface{ Scan(...any) error }
 
-func scanItem(r scanner, payload bool) (*Item, error) {
-	var it Item
-	var due sql.NullInt64
-	var created, updated, source int64
-	var prop, diag, snap string
-	var event []byte
-	dest := []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &due, &it.Status, &created, &updated, &source, &it.Notified}
+// rowScan reads item rows (compactCols, then payloadCols when asked) into
+// destinations kept across the rows of a query: scanning into a fresh set
+// of a dozen variables made each of them, and the list of their addresses,
+// an allocation per row.
+type rowScan struct {
+	it                       Item
+	due                      sql.NullInt64
+	created, updated, source int64
+	prop, diag, snap         string
+	event                    []byte
+	dest                     []any
+}
+
+// scan reads the current row of r.
+func (rs *rowScan) scan(r scanner, payload bool) (Item, error) {
+	if rs.dest == nil {
+		it := &rs.it
+		rs.dest = []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &rs.due, &it.Status, &rs.created, &rs.updated,
+			&rs.source, &it.Notified, &rs.prop, &rs.diag, &rs.snap, &rs.event}
+	}
+	dest := rs.dest[:12]
 	if payload {
-		dest = append(dest, &prop, &diag, &snap, &event)
+		dest = rs.dest
 	}
+	rs.it, rs.event = Item{}, nil
 	if err := r.Scan(dest...); err != nil {
-		return nil, err
+		return Item{}, err
 	}
-	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(source)
-	if due.Valid {
-		t := time.UnixMilli(due.Int64)
+	it := rs.it
+	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(rs.created), time.UnixMilli(rs.updated), time.UnixMilli(rs.source)
+	if rs.due.Valid {
+		t := time.UnixMilli(rs.due.Int64)
 		it.DueAt = &t
 	}
-	if payload && event != nil {
-		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
-			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+	if payload && rs.event != nil {
+		if err := json.Unmarshal([]byte(rs.diag), &it.Diagnostics); err != nil {
+			return Item{}, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
 		}
-		ev, err := decodeReminderEvent(event, it.SourceKey, due)
+		ev, err := decodeReminderEvent(rs.event, it.SourceKey, rs.due)
 		if err != nil {
-			return nil, fmt.Errorf("decode reminder of action %d: %w", it.ID, err)
+			return Item{}, fmt.Errorf("decode reminder of action %d: %w", it.ID, err)
 		}
 		ev.expand(&it)
 	} else if payload {
-		if err := json.Unmarshal([]byte(prop), &it.Proposal); err != nil {
-			return nil, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.prop), &it.Proposal); err != nil {
+			return Item{}, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
 		}
-		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
-			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.diag), &it.Diagnostics); err != nil {
+			return Item{}, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
 		}
-		if err := json.Unmarshal([]byte(snap), &it.Snapshot); err != nil {
-			return nil, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.snap), &it.Snapshot); err != nil {
+			return Item{}, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
 		}
 	}
-	return &it, nil
+	return it, nil
 }
 
 // Get returns one item with its full payload.
 func (s *Store) Get(ctx context.Context, id int64) (*Item, error) {
-	it, err := scanItem(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
+	var rs rowScan
+	it, err := rs.scan(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read action %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read action %d: %w", id, err)
 	}
-	return it, nil
+	return &it, nil
 }
 
 // BySource returns the item with that source key, or ErrNotFound.
@@ -1097,12 +1115,13 @@ func (s *Store) Unnotified(ctx context.Context, limit int) ([]Item, error) {
 	}
 	defer rows.Close()
 	var out []Item
+	var rs rowScan
 	for rows.Next() {
-		it, err := scanItem(rows, false)
+		it, err := rs.scan(rows, false)
 		if err != nil {
 			return nil, fmt.Errorf("list unnotified actions: %w", err)
 		}
-		out = append(out, *it)
+		out = append(out, it)
 	}
 	return out, rows.Err()
 }

@@ -38,7 +38,7 @@ type Options struct {
 	Items    int    // stored items for the list case (default 100,000)
 	Events   int    // indexed events for the reminders (default 10,000)
 	Messages int    // generated archive for the scan (default 78,000; negative skips the case)
-	Samples  int    // warm samples per timed case (default 30)
+	Samples  int    // warm samples per timed case: rounds of the list case (default 30)
 	Log      io.Writer
 }
 
@@ -58,8 +58,15 @@ type Report struct {
 		Go      Timing  `json:"go"`
 		C       *Timing `json:"c,omitempty"`
 		CEngine string  `json:"cEngine"`
-		Ratio   float64 `json:"ratioGoToC,omitempty"`
-		Query   string  `json:"query"`
+		// Ratio is the median over rounds of the Go time over the C time
+		// in the same round (engines interleaved); RatioP10 and RatioP90
+		// are its spread.
+		Ratio    float64 `json:"ratioGoToC,omitempty"`
+		RatioP10 float64 `json:"ratioP10,omitempty"`
+		RatioP90 float64 `json:"ratioP90,omitempty"`
+		Rounds   int     `json:"rounds"`
+		PerRound int     `json:"callsPerRound"`
+		Query    string  `json:"query"`
 	} `json:"listActions"`
 	Reminders struct {
 		Events      int     `json:"events"`
@@ -132,22 +139,11 @@ func summarise(first time.Duration, warm []time.Duration) Timing {
 	return Timing{First: ms(first), Median: ms(warm[len(warm)/2]), P95: ms(p95)}
 }
 
-func timeIt(samples int, fn func() error) (Timing, error) {
-	var first time.Duration
-	warm := make([]time.Duration, 0, samples)
-	for i := 0; i <= samples; i++ {
-		start := time.Now()
-		if err := fn(); err != nil {
-			return Timing{}, err
-		}
-		if i == 0 {
-			first = time.Since(start)
-		} else {
-			warm = append(warm, time.Since(start))
-		}
-	}
-	return summarise(first, warm), nil
-}
+// listPerRound is how many calls one engine makes back to back in a round
+// of the list case: a round lasts a few milliseconds a side, long enough to
+// swamp the clock's resolution and short enough that the machine's load
+// rarely changes within it.
+const listPerRound = 25
 
 func listCase(ctx context.Context, o *Options, rep *Report) error {
 	path := filepath.Join(o.Dir, "list", "actions.db")
@@ -163,50 +159,107 @@ func listCase(ctx context.Context, o *Options, rep *Report) error {
 	}
 	lo := actions.ListOptions{} // list_actions' default: open items, 20, compact
 	rep.List.Items = o.Items
-	if rep.List.Go, err = timeIt(o.Samples, func() error {
+	goList := func() error {
 		res, err := store.List(ctx, lo)
 		if err == nil && len(res.Items) != actions.DefaultListLimit {
 			err = fmt.Errorf("listed %d items", len(res.Items))
 		}
 		return err
-	}); err != nil {
-		return err
 	}
 	page, counts := actions.ListQueries(lo, time.Now())
 	rep.List.Query = page.SQL
-	o.logf("  Go (modernc) median %.3f ms", rep.List.Go.Median)
+	sides := []func() error{goList}
 	cdb, err := csqlite.Open(ctx, path)
 	if err != nil {
 		rep.List.CEngine = "none: " + err.Error()
-		return nil
-	}
-	defer cdb.Close()
-	rep.List.CEngine = "C SQLite " + csqlite.Version()
-	// Both sides run prepared statements, as Store.List does.
-	var stmts []*sql.Stmt
-	for _, q := range []actions.Query{page, counts} {
-		st, err := cdb.PrepareContext(ctx, q.SQL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		stmts = append(stmts, st)
-	}
-	c, err := timeIt(o.Samples, func() error {
-		for i, q := range []actions.Query{page, counts} {
-			if err := drain(ctx, stmts[i], q.Args); err != nil {
+	} else {
+		defer cdb.Close()
+		rep.List.CEngine = "C SQLite " + csqlite.Version()
+		// Both sides run prepared statements, as Store.List does.
+		var stmts []*sql.Stmt
+		for _, q := range []actions.Query{page, counts} {
+			st, err := cdb.PrepareContext(ctx, q.SQL)
+			if err != nil {
 				return err
 			}
+			defer st.Close()
+			stmts = append(stmts, st)
 		}
-		return nil
-	})
+		sides = append(sides, func() error {
+			for i, q := range []actions.Query{page, counts} {
+				if err := drain(ctx, stmts[i], q.Args); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	res, err := interleave(o.Samples, listPerRound, sides...)
 	if err != nil {
 		return err
 	}
-	rep.List.C = &c
-	rep.List.Ratio = rep.List.Go.Median / c.Median
-	o.logf("  C median %.3f ms (ratio %.2f)", c.Median, rep.List.Ratio)
+	rep.List.Go, rep.List.Rounds, rep.List.PerRound = res.timings[0], o.Samples, listPerRound
+	o.logf("  Go (modernc) median %.3f ms", rep.List.Go.Median)
+	if len(sides) == 1 {
+		return nil
+	}
+	rep.List.C = &res.timings[1]
+	rep.List.Ratio, rep.List.RatioP10, rep.List.RatioP90 = res.ratio[0], res.ratio[1], res.ratio[2]
+	o.logf("  C median %.3f ms; ratio, median of %d rounds: %.2f (p10 %.2f, p90 %.2f)", rep.List.C.Median, o.Samples,
+		rep.List.Ratio, rep.List.RatioP10, rep.List.RatioP90)
 	return nil
+}
+
+// interleaved is interleave's outcome.
+type interleaved struct {
+	timings []Timing   // per side: the first call, then median and p95 over rounds of the mean call
+	ratio   [3]float64 // side 0 over side 1, per round: median, p10, p90
+}
+
+// interleave times sides against each other on a shared machine: after one
+// untimed-as-warm first call each, rounds alternate the sides (and which
+// goes first), each side making perRound calls back to back; a round's
+// ratio compares the two sides' times in that round, so a change of load
+// between rounds moves both alike, and the median of the rounds' ratios
+// says more than the ratio of two medians taken at different times.
+func interleave(rounds, perRound int, sides ...func() error) (*interleaved, error) {
+	first := make([]time.Duration, len(sides))
+	for i, f := range sides {
+		start := time.Now()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		first[i] = time.Since(start)
+	}
+	means := make([][]time.Duration, len(sides))
+	var ratios []float64
+	for r := 0; r < rounds; r++ {
+		took := make([]time.Duration, len(sides))
+		for k := range sides {
+			i := (k + r) % len(sides)
+			start := time.Now()
+			for n := 0; n < perRound; n++ {
+				if err := sides[i](); err != nil {
+					return nil, err
+				}
+			}
+			took[i] = time.Since(start)
+			means[i] = append(means[i], took[i]/time.Duration(perRound))
+		}
+		if len(sides) > 1 {
+			ratios = append(ratios, float64(took[0])/float64(took[1]))
+		}
+	}
+	out := &interleaved{}
+	for i := range sides {
+		out.timings = append(out.timings, summarise(first[i], means[i]))
+	}
+	if len(ratios) > 0 {
+		sort.Float64s(ratios)
+		at := func(p int) float64 { return ratios[min(len(ratios)-1, len(ratios)*p/100)] }
+		out.ratio = [3]float64{at(50), at(10), at(90)}
+	}
+	return out, nil
 }
 
 // drain runs st and reads every column of every row, as List does.
