@@ -57,11 +57,13 @@ func TestInterleave(t *testing.T) {
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("calls %v, want %v", calls, want)
 	}
-	if len(res.timings) != 2 || res.timings[0].Median <= 0 || res.timings[1].First <= 0 {
-		t.Fatalf("timings %+v", res.timings)
+	if len(res.wall) != 2 || len(res.cpu) != 2 || res.wall[0].Median <= 0 || res.wall[1].First <= 0 {
+		t.Fatalf("timings %+v", res.wall)
 	}
-	if r := res.ratio; !(r[1] <= r[0] && r[0] <= r[2]) || r[1] <= 0 {
-		t.Fatalf("ratio median, p10, p90 %v", r)
+	for _, r := range [][3]float64{res.wallRatio, res.cpuRatio} {
+		if !(r[1] <= r[0] && r[0] <= r[2]) || r[1] <= 0 {
+			t.Fatalf("ratio median, p10, p90 %v", r)
+		}
 	}
 	failing := errors.New("side failed")
 	if _, err := interleave(4, 3, side(0), func() error { return failing }); !errors.Is(err, failing) {
