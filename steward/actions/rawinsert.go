@@ -5,15 +5,26 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // reminderCols is how many values reminderInsertSQL binds per row.
 const reminderCols = 10
 
+// reminderInsertSQL inserts n new calendar reminders. Their kind, status
+// and empty payload columns are constants of the statement: a 10,000-reminder pass binds 100,000 values
+// instead of 140,000. (Plain ? placeholders: the driver looks every
+// parameter's name up, which for numbered ones is a linear search.)
+func reminderInsertSQL(n int) string {
+	const row = `(?,'` + KindEventReminder + `',?,?,?,?,'new',?,?,?,?,?)`
+	return `INSERT OR ROLLBACK INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
+		source_at, source_hash, reminder_event) VALUES ` + strings.Repeat(row+",", n-1) + row
+}
+
 // insertReminders writes new compact reminders (rawReminder holds for
-// each, keys sorted) through the connection under tx, insertChunk rows a
-// statement. It binds through the driver's own statement with one argument
+// each, keys sorted) through conn, inside the transaction open on it,
+// insertChunk rows a statement. It binds through the driver's own statement with one argument
 // slice reused for every chunk: database/sql copies and converts all 640
 // arguments of every statement (4 MB a 10,000-reminder pass), and the
 // per-row []any of the generic path is not built at all.

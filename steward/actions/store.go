@@ -724,16 +724,6 @@ func multiInsertSQL(n int) string {
 	return head + "VALUES " + strings.Repeat(row+",", n-1) + row
 }
 
-// A new calendar reminder's kind, status and empty payload columns are
-// constants of its statement: a 10,000-reminder pass binds 100,000 values
-// instead of 140,000. (Plain ? placeholders: the driver looks every
-// parameter's name up, which for numbered ones is a linear search.)
-func reminderInsertSQL(n int) string {
-	const row = `(?,'` + KindEventReminder + `',?,?,?,?,'new',?,?,?,?,?)`
-	return `INSERT OR ROLLBACK INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
-		source_at, source_hash, reminder_event) VALUES ` + strings.Repeat(row+",", n-1) + row
-}
-
 // compactReminder reports whether it is a reminder whose row can keep its
 // event in place of its payload: the event starts at its due time, which
 // the row keeps.
