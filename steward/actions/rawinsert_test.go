@@ -153,3 +153,42 @@ func TestRawReminderInsertRestoresChecks(t *testing.T) {
 		t.Fatalf("%d rows after the failed batch, want %d: %v", n, insertChunk, err)
 	}
 }
+
+// TestRawReminderBatchMixed: reminders (raw path, more than one chunk),
+// mail items (database/sql path) and a reminder whose key comes twice (its
+// event moved) in one batch: the first occurrence creates, the second
+// updates, every row and count lands.
+func TestRawReminderBatchMixed(t *testing.T) {
+	ctx := context.Background()
+	s, c := openTestStore(t)
+	items := rawTestReminders(c.t, insertChunk+6)
+	moved := reminderEvent{RefID: "moved-ref", UID: "moved@example.com", Title: "Moved", Calendar: "home", Account: "dav", Source: "dav",
+		Start: c.t.Add(2 * time.Hour).Unix(), End: c.t.Add(3 * time.Hour).Unix()}
+	o := ReminderOptions{Now: c.t, Days: DefaultCalendarDays}
+	items = append(items, reminderItem(moved, o))
+	for i := range 3 {
+		items = append(items, testMailItem(i, c.t))
+	}
+	moved.Start, moved.End = moved.Start+30*3600, moved.End+30*3600
+	items = append(items, reminderItem(moved, o))
+	created, updated, _, err := s.UpsertBatch(ctx, items, true)
+	if err != nil || created != insertChunk+10 || updated != 1 {
+		t.Fatalf("created %d, updated %d: %v", created, updated, err)
+	}
+	it, err := s.BySource(ctx, "calendar:moved-ref")
+	if err != nil || it.DueAt == nil || it.DueAt.Unix() != moved.Start || it.Priority != PriorityNormal || it.Status != StatusNew {
+		t.Fatalf("moved reminder %+v: %v", it, err)
+	}
+	mail, err := s.BySource(ctx, "mail:thread:2")
+	if err != nil || len(mail.Proposal) != 1 || mail.Kind != "reply-needed" {
+		t.Fatalf("mail item %+v: %v", mail, err)
+	}
+	res, err := s.List(ctx, ListOptions{})
+	if err != nil || res.CountsTotal[StatusNew] != insertChunk+10 {
+		t.Fatalf("counts %v: %v", res.CountsTotal, err)
+	}
+	var rows int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM items`).Scan(&rows); err != nil || rows != insertChunk+10 {
+		t.Fatalf("%d rows: %v", rows, err)
+	}
+}
