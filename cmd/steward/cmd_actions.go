@@ -375,7 +375,8 @@ func startActions(ctx context.Context, d hostDeps, h *host.Host, notifier action
 
 func actionsBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "bench actions", "[options]", "Measures the Action Center: (1) list_actions' default page over stored items, "+
-		"warm median of 30 samples, beside the same SQL through C SQLite when built with -tags 'csqlite fts5'; (2) calendar reminder "+
+		"beside the same SQL through C SQLite when built with -tags 'csqlite fts5': 60 rounds alternating the engines, 25 calls each a round, "+
+		"the ratio being the median of the rounds' ratios of CPU time (user+sys; wall-clock ones beside), with its 10th–90th percentile spread; (2) calendar reminder "+
 		"generation over indexed events (first pass and an unchanged pass); (3) a mail scan over a generated archive with the model "+
 		"simulated in process, reporting model calls, analysed threads and the prefilter's rejections. Prints a JSON report; see docs/benchmarks.md.")
 	items := fs.Int("items", 100000, "stored items for the list case")
@@ -414,7 +415,9 @@ func actionsChecks(rep *actionsbench.Report) []benchCheck {
 	if l.C == nil {
 		list.Measured = "no C baseline: " + l.CEngine + " (build with -tags 'csqlite fts5')"
 	} else {
-		list.Measured = fmt.Sprintf("%.3f ms vs %.3f ms (%.2f ×)", l.Go.Median, l.C.Median, l.Ratio)
+		list.Measured = fmt.Sprintf("%.3f ms vs %.3f ms (CPU %.3f vs %.3f); Go/C per round, median of %d rounds of %d calls: CPU %.2f × (p10–p90 %.2f–%.2f), "+
+			"wall %.2f × (%.2f–%.2f); load average %s", l.Go.Median, l.C.Median, l.GoCPU.Median, l.CCPU.Median, l.Rounds, l.PerRound,
+			l.Ratio, l.RatioP10, l.RatioP90, l.WallRatio, l.WallRatioP10, l.WallRatioP90, rep.LoadAverage)
 		list.Met = l.Ratio <= 2
 	}
 	r := rep.Reminders

@@ -205,12 +205,33 @@ func TestReadRemindersExactStrings(t *testing.T) {
 		want[5], want[6], now.Add(time.Hour).Unix(), now.Add(2*time.Hour).Unix()); err != nil {
 		t.Fatal(err)
 	}
+	// An all-day event with a modification time, starting later.
+	modified := now.Add(-time.Hour).Unix()
+	if _, err := db.ExecContext(ctx, `INSERT INTO events VALUES ('r2','u2','t2','','c','a','s',?,?,1,?,'')`, now.Add(3*time.Hour).Unix(),
+		now.Add(27*time.Hour).Unix(), modified); err != nil {
+		t.Fatal(err)
+	}
 	items, err := readReminders(ctx, db, ReminderOptions{Now: now, Days: 1})
-	if err != nil || len(items) != 1 {
+	if err != nil || len(items) != 2 {
 		t.Fatalf("%d reminders, %v", len(items), err)
 	}
 	e := items[0].reminder
 	if got := []string{e.RefID, e.UID, e.Title, e.Location, e.Calendar, e.Account, e.Source}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("read %q, want %q", got, want)
+	}
+	if e.AllDay || !items[0].DueAt.Equal(now.Add(time.Hour)) || !e.endAt.Equal(now.Add(2*time.Hour)) || !items[0].SourceAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("first event: all day %v, due %v, end %v, source at %v", e.AllDay, items[0].DueAt, e.endAt, items[0].SourceAt)
+	}
+	e = items[1].reminder
+	if e.RefID != "r2" || !e.AllDay || !items[1].DueAt.Equal(now.Add(3*time.Hour)) || !e.endAt.Equal(now.Add(27*time.Hour)) ||
+		items[1].SourceAt.Unix() != modified {
+		t.Fatalf("second event: %+v, due %v, source at %v", e, items[1].DueAt, items[1].SourceAt)
+	}
+	// A value of the wrong type is an error, not a zero.
+	if _, err := db.ExecContext(ctx, `UPDATE events SET end_at = 'soon' WHERE ref_id = 'r2'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readReminders(ctx, db, ReminderOptions{Now: now, Days: 1}); err == nil || !strings.Contains(err.Error(), "read calendar index") {
+		t.Fatalf("an end time stored as text: %v", err)
 	}
 }

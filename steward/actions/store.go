@@ -388,7 +388,14 @@ func (s *Store) Upsert(ctx context.Context, it Item, keepStatus bool) (int64, Up
 // how many were created, updated and left unchanged. The calendar
 // reminders use it: one commit per pass, not one per event.
 func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) (created, updated, unchanged int, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	// A connection of its own, so that new reminders can go through it
+	// raw (insertReminders) inside the transaction.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
 	}
@@ -427,30 +434,32 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 		}
 		return a - b
 	})
-	var again []*Item
-	arena := make([]byte, 0, 64*len(fresh)) // the encoded reminder events
-	rem, gen := &batchInsert{tx: tx, sql: reminderInsertSQL}, &batchInsert{tx: tx, sql: multiInsertSQL}
+	var again, rems []*Item
+	gen := &batchInsert{tx: tx, sql: multiInsertSQL}
 	for i, at := range fresh {
 		it := &items[at]
 		if i > 0 && it.SourceKey == items[fresh[i-1]].SourceKey {
 			again = append(again, it)
 			continue
 		}
-		b, row := gen, []any(nil)
-		if args, ok := reminderInsertArgs(it, now, &arena); ok {
-			b, row = rem, args
-		} else if row, err = insertArgs(*it, now); err != nil {
-			return 0, 0, 0, err
-		}
-		if err := b.add(ctx, row); err != nil {
-			return 0, 0, 0, err
-		}
 		created++
-	}
-	for _, b := range []*batchInsert{rem, gen} {
-		if err := b.flush(ctx); err != nil {
+		if rawReminder(it) {
+			rems = append(rems, it)
+			continue
+		}
+		row, err := insertArgs(*it, now)
+		if err != nil {
 			return 0, 0, 0, err
 		}
+		if err := gen.add(ctx, row); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if err := insertReminders(ctx, conn, rems, now); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := gen.flush(ctx); err != nil {
+		return 0, 0, 0, err
 	}
 	for _, it := range again {
 		cur, err := s.lookup(ctx, tx, it.SourceKey)
@@ -715,30 +724,6 @@ func multiInsertSQL(n int) string {
 	return head + "VALUES " + strings.Repeat(row+",", n-1) + row
 }
 
-// A new calendar reminder's kind, status and empty payload columns are
-// constants of its statement: a 10,000-reminder pass binds 100,000 values
-// instead of 140,000. (Plain ? placeholders: the driver looks every
-// parameter's name up, which for numbered ones is a linear search.)
-func reminderInsertSQL(n int) string {
-	const row = `(?,'` + KindEventReminder + `',?,?,?,?,'new',?,?,?,?,?)`
-	return `INSERT OR ROLLBACK INTO items(source_key, kind, title, summary, priority, due_at, status, created_at, updated_at,
-		source_at, source_hash, reminder_event) VALUES ` + strings.Repeat(row+",", n-1) + row
-}
-
-// reminderInsertArgs returns reminderInsertSQL's arguments for a new
-// compact reminder (false for any other item, which takes insertArgs). The
-// encoded events are appended to *arena: one buffer for a batch's rows.
-func reminderInsertArgs(it *Item, now time.Time, arena *[]byte) ([]any, bool) {
-	if !compactReminder(it) || it.Kind != KindEventReminder || it.SourceKey == "" || it.Title == "" || it.Priority == "" || len(it.Diagnostics) > 0 {
-		return nil, false
-	}
-	n := len(*arena)
-	*arena = appendReminderEvent(*arena, it.SourceKey, it.reminder)
-	event := (*arena)[n:len(*arena):len(*arena)]
-	return []any{it.SourceKey, it.Title, it.Summary, it.Priority, it.DueAt.UnixMilli(), now.UnixMilli(), now.UnixMilli(), it.SourceAt.UnixMilli(),
-		sourceHash(it), event}, true
-}
-
 // compactReminder reports whether it is a reminder whose row can keep its
 // event in place of its payload: the event starts at its due time, which
 // the row keeps.
@@ -901,12 +886,13 @@ func (s *Store) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 	}
 	defer rows.Close()
 	res := &ListResult{Items: make([]Item, 0, ClampLimit(o.Limit))}
+	var rs rowScan
 	for rows.Next() {
-		it, err := scanItem(rows, o.IncludePayload)
+		it, err := rs.scan(rows, o.IncludePayload)
 		if err != nil {
 			return nil, fmt.Errorf("list actions: %w", err)
 		}
-		res.Items = append(res.Items, *it)
+		res.Items = append(res.Items, it)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
@@ -958,57 +944,74 @@ func (s *Store) listQuery(ctx context.Context, q Query) (*sql.Rows, error) {
 
 type scanner interface{ Scan(...any) error }
 
-func scanItem(r scanner, payload bool) (*Item, error) {
-	var it Item
-	var due sql.NullInt64
-	var created, updated, source int64
-	var prop, diag, snap string
-	var event []byte
-	dest := []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &due, &it.Status, &created, &updated, &source, &it.Notified}
+// rowScan reads item rows (compactCols, then payloadCols when asked) into
+// destinations kept across the rows of a query: scanning into a fresh set
+// of a dozen variables made each of them, and the list of their addresses,
+// an allocation per row.
+type rowScan struct {
+	it                       Item
+	due                      sql.NullInt64
+	created, updated, source int64
+	prop, diag, snap         string
+	event                    []byte
+	dest                     []any
+}
+
+// scan reads the current row of r.
+func (rs *rowScan) scan(r scanner, payload bool) (Item, error) {
+	if rs.dest == nil {
+		it := &rs.it
+		rs.dest = []any{&it.ID, &it.SourceKey, &it.Kind, &it.Title, &it.Summary, &it.Priority, &rs.due, &it.Status, &rs.created, &rs.updated,
+			&rs.source, &it.Notified, &rs.prop, &rs.diag, &rs.snap, &rs.event}
+	}
+	dest := rs.dest[:12]
 	if payload {
-		dest = append(dest, &prop, &diag, &snap, &event)
+		dest = rs.dest
 	}
+	rs.it, rs.event = Item{}, nil
 	if err := r.Scan(dest...); err != nil {
-		return nil, err
+		return Item{}, err
 	}
-	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(created), time.UnixMilli(updated), time.UnixMilli(source)
-	if due.Valid {
-		t := time.UnixMilli(due.Int64)
+	it := rs.it
+	it.CreatedAt, it.UpdatedAt, it.SourceAt = time.UnixMilli(rs.created), time.UnixMilli(rs.updated), time.UnixMilli(rs.source)
+	if rs.due.Valid {
+		t := time.UnixMilli(rs.due.Int64)
 		it.DueAt = &t
 	}
-	if payload && event != nil {
-		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
-			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+	if payload && rs.event != nil {
+		if err := json.Unmarshal([]byte(rs.diag), &it.Diagnostics); err != nil {
+			return Item{}, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
 		}
-		ev, err := decodeReminderEvent(event, it.SourceKey, due)
+		ev, err := decodeReminderEvent(rs.event, it.SourceKey, rs.due)
 		if err != nil {
-			return nil, fmt.Errorf("decode reminder of action %d: %w", it.ID, err)
+			return Item{}, fmt.Errorf("decode reminder of action %d: %w", it.ID, err)
 		}
 		ev.expand(&it)
 	} else if payload {
-		if err := json.Unmarshal([]byte(prop), &it.Proposal); err != nil {
-			return nil, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.prop), &it.Proposal); err != nil {
+			return Item{}, fmt.Errorf("decode proposal of action %d: %w", it.ID, err)
 		}
-		if err := json.Unmarshal([]byte(diag), &it.Diagnostics); err != nil {
-			return nil, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.diag), &it.Diagnostics); err != nil {
+			return Item{}, fmt.Errorf("decode diagnostics of action %d: %w", it.ID, err)
 		}
-		if err := json.Unmarshal([]byte(snap), &it.Snapshot); err != nil {
-			return nil, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
+		if err := json.Unmarshal([]byte(rs.snap), &it.Snapshot); err != nil {
+			return Item{}, fmt.Errorf("decode snapshot of action %d: %w", it.ID, err)
 		}
 	}
-	return &it, nil
+	return it, nil
 }
 
 // Get returns one item with its full payload.
 func (s *Store) Get(ctx context.Context, id int64) (*Item, error) {
-	it, err := scanItem(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
+	var rs rowScan
+	it, err := rs.scan(s.db.QueryRowContext(ctx, `SELECT `+compactCols+payloadCols+` FROM items WHERE id = ?`, id), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read action %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read action %d: %w", id, err)
 	}
-	return it, nil
+	return &it, nil
 }
 
 // BySource returns the item with that source key, or ErrNotFound.
@@ -1102,12 +1105,13 @@ func (s *Store) Unnotified(ctx context.Context, limit int) ([]Item, error) {
 	}
 	defer rows.Close()
 	var out []Item
+	var rs rowScan
 	for rows.Next() {
-		it, err := scanItem(rows, false)
+		it, err := rs.scan(rows, false)
 		if err != nil {
 			return nil, fmt.Errorf("list unnotified actions: %w", err)
 		}
-		out = append(out, *it)
+		out = append(out, it)
 	}
 	return out, rows.Err()
 }

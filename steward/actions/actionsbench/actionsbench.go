@@ -38,7 +38,7 @@ type Options struct {
 	Items    int    // stored items for the list case (default 100,000)
 	Events   int    // indexed events for the reminders (default 10,000)
 	Messages int    // generated archive for the scan (default 78,000; negative skips the case)
-	Samples  int    // warm samples per timed case (default 30)
+	Samples  int    // rounds of the list case (default 60)
 	Log      io.Writer
 }
 
@@ -58,8 +58,22 @@ type Report struct {
 		Go      Timing  `json:"go"`
 		C       *Timing `json:"c,omitempty"`
 		CEngine string  `json:"cEngine"`
-		Ratio   float64 `json:"ratioGoToC,omitempty"`
-		Query   string  `json:"query"`
+		// GoCPU and CCPU are Go and C from CPU time (user+sys).
+		GoCPU Timing  `json:"goCpu"`
+		CCPU  *Timing `json:"cCpu,omitempty"`
+		// Ratio is the median over rounds (engines interleaved) of Go's
+		// CPU time over C's in the same round; RatioP10 and RatioP90 are
+		// its spread. The Wall ones are the same from wall-clock time,
+		// which on a shared machine includes waiting for a core.
+		Ratio        float64 `json:"ratioGoToC,omitempty"`
+		RatioP10     float64 `json:"ratioP10,omitempty"`
+		RatioP90     float64 `json:"ratioP90,omitempty"`
+		WallRatio    float64 `json:"wallRatioGoToC,omitempty"`
+		WallRatioP10 float64 `json:"wallRatioP10,omitempty"`
+		WallRatioP90 float64 `json:"wallRatioP90,omitempty"`
+		Rounds       int     `json:"rounds"`
+		PerRound     int     `json:"callsPerRound"`
+		Query        string  `json:"query"`
 	} `json:"listActions"`
 	Reminders struct {
 		Events      int     `json:"events"`
@@ -103,7 +117,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Messages = 78000
 	}
 	if o.Samples <= 0 {
-		o.Samples = 30
+		o.Samples = 60
 	}
 	rep := &Report{Date: time.Now().UTC()}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -132,22 +146,11 @@ func summarise(first time.Duration, warm []time.Duration) Timing {
 	return Timing{First: ms(first), Median: ms(warm[len(warm)/2]), P95: ms(p95)}
 }
 
-func timeIt(samples int, fn func() error) (Timing, error) {
-	var first time.Duration
-	warm := make([]time.Duration, 0, samples)
-	for i := 0; i <= samples; i++ {
-		start := time.Now()
-		if err := fn(); err != nil {
-			return Timing{}, err
-		}
-		if i == 0 {
-			first = time.Since(start)
-		} else {
-			warm = append(warm, time.Since(start))
-		}
-	}
-	return summarise(first, warm), nil
-}
+// listPerRound is how many calls one engine makes back to back in a round
+// of the list case: a round lasts a few milliseconds a side, long enough to
+// swamp the clock's resolution and short enough that the machine's load
+// rarely changes within it.
+const listPerRound = 25
 
 func listCase(ctx context.Context, o *Options, rep *Report) error {
 	path := filepath.Join(o.Dir, "list", "actions.db")
@@ -163,50 +166,125 @@ func listCase(ctx context.Context, o *Options, rep *Report) error {
 	}
 	lo := actions.ListOptions{} // list_actions' default: open items, 20, compact
 	rep.List.Items = o.Items
-	if rep.List.Go, err = timeIt(o.Samples, func() error {
+	goList := func() error {
 		res, err := store.List(ctx, lo)
 		if err == nil && len(res.Items) != actions.DefaultListLimit {
 			err = fmt.Errorf("listed %d items", len(res.Items))
 		}
 		return err
-	}); err != nil {
-		return err
 	}
 	page, counts := actions.ListQueries(lo, time.Now())
 	rep.List.Query = page.SQL
-	o.logf("  Go (modernc) median %.3f ms", rep.List.Go.Median)
+	sides := []func() error{goList}
 	cdb, err := csqlite.Open(ctx, path)
 	if err != nil {
 		rep.List.CEngine = "none: " + err.Error()
-		return nil
-	}
-	defer cdb.Close()
-	rep.List.CEngine = "C SQLite " + csqlite.Version()
-	// Both sides run prepared statements, as Store.List does.
-	var stmts []*sql.Stmt
-	for _, q := range []actions.Query{page, counts} {
-		st, err := cdb.PrepareContext(ctx, q.SQL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		stmts = append(stmts, st)
-	}
-	c, err := timeIt(o.Samples, func() error {
-		for i, q := range []actions.Query{page, counts} {
-			if err := drain(ctx, stmts[i], q.Args); err != nil {
+	} else {
+		defer cdb.Close()
+		rep.List.CEngine = "C SQLite " + csqlite.Version()
+		// Both sides run prepared statements, as Store.List does.
+		var stmts []*sql.Stmt
+		for _, q := range []actions.Query{page, counts} {
+			st, err := cdb.PrepareContext(ctx, q.SQL)
+			if err != nil {
 				return err
 			}
+			defer st.Close()
+			stmts = append(stmts, st)
 		}
-		return nil
-	})
+		sides = append(sides, func() error {
+			for i, q := range []actions.Query{page, counts} {
+				if err := drain(ctx, stmts[i], q.Args); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	res, err := interleave(o.Samples, listPerRound, sides...)
 	if err != nil {
 		return err
 	}
-	rep.List.C = &c
-	rep.List.Ratio = rep.List.Go.Median / c.Median
-	o.logf("  C median %.3f ms (ratio %.2f)", c.Median, rep.List.Ratio)
+	rep.List.Go, rep.List.GoCPU, rep.List.Rounds, rep.List.PerRound = res.wall[0], res.cpu[0], o.Samples, listPerRound
+	o.logf("  Go (modernc) median %.3f ms (CPU %.3f ms)", rep.List.Go.Median, rep.List.GoCPU.Median)
+	if len(sides) == 1 {
+		return nil
+	}
+	rep.List.C, rep.List.CCPU = &res.wall[1], &res.cpu[1]
+	rep.List.Ratio, rep.List.RatioP10, rep.List.RatioP90 = res.cpuRatio[0], res.cpuRatio[1], res.cpuRatio[2]
+	rep.List.WallRatio, rep.List.WallRatioP10, rep.List.WallRatioP90 = res.wallRatio[0], res.wallRatio[1], res.wallRatio[2]
+	o.logf("  C median %.3f ms (CPU %.3f ms); Go/C per round, median of %d rounds: CPU %.2f (p10 %.2f, p90 %.2f), wall %.2f (p10 %.2f, p90 %.2f)",
+		rep.List.C.Median, rep.List.CCPU.Median, o.Samples, rep.List.Ratio, rep.List.RatioP10, rep.List.RatioP90,
+		rep.List.WallRatio, rep.List.WallRatioP10, rep.List.WallRatioP90)
 	return nil
+}
+
+// interleaved is interleave's outcome, from wall clock and from CPU time
+// (user+sys of the process: unlike wall time, it leaves out the time the
+// process waits for a core on a shared machine).
+type interleaved struct {
+	wall, cpu           []Timing   // per side: the first call, then median and p95 over rounds of the mean call
+	wallRatio, cpuRatio [3]float64 // side 0 over side 1 per round: median, p10, p90
+}
+
+// interleave times sides against each other on a shared machine: after one
+// first call each, rounds alternate the sides (and which goes first), each
+// side making perRound calls back to back; a round's ratio compares the two
+// sides' times in that round, so a change of load between rounds moves both
+// alike, and the median of the rounds' ratios says more than the ratio of
+// two medians taken at different times.
+func interleave(rounds, perRound int, sides ...func() error) (*interleaved, error) {
+	type sample struct{ wall, cpu time.Duration }
+	measure := func(n int, f func() error) (sample, error) {
+		start, cpu := time.Now(), cpuTime()
+		for range n {
+			if err := f(); err != nil {
+				return sample{}, err
+			}
+		}
+		return sample{time.Since(start) / time.Duration(n), (cpuTime() - cpu) / time.Duration(n)}, nil
+	}
+	first := make([]sample, len(sides))
+	for i, f := range sides {
+		var err error
+		if first[i], err = measure(1, f); err != nil {
+			return nil, err
+		}
+	}
+	walls, cpus := make([][]time.Duration, len(sides)), make([][]time.Duration, len(sides))
+	var wallRatios, cpuRatios []float64
+	for r := range rounds {
+		took := make([]sample, len(sides))
+		for k := range sides {
+			i := (k + r) % len(sides)
+			var err error
+			if took[i], err = measure(perRound, sides[i]); err != nil {
+				return nil, err
+			}
+			walls[i], cpus[i] = append(walls[i], took[i].wall), append(cpus[i], took[i].cpu)
+		}
+		if len(sides) > 1 {
+			wallRatios = append(wallRatios, float64(took[0].wall)/float64(took[1].wall))
+			// A round's CPU time can round to zero at a coarse clock: max 1 ns.
+			cpuRatios = append(cpuRatios, float64(max(took[0].cpu, 1))/float64(max(took[1].cpu, 1)))
+		}
+	}
+	out := &interleaved{}
+	for i := range sides {
+		out.wall = append(out.wall, summarise(first[i].wall, walls[i]))
+		out.cpu = append(out.cpu, summarise(first[i].cpu, cpus[i]))
+	}
+	if len(sides) > 1 {
+		out.wallRatio, out.cpuRatio = spread(wallRatios), spread(cpuRatios)
+	}
+	return out, nil
+}
+
+// spread returns the median, 10th and 90th percentiles (nearest rank) of v.
+func spread(v []float64) [3]float64 {
+	sort.Float64s(v)
+	at := func(p int) float64 { return v[min(len(v)-1, len(v)*p/100)] }
+	return [3]float64{at(50), at(10), at(90)}
 }
 
 // drain runs st and reads every column of every row, as List does.

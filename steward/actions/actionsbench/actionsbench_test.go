@@ -2,6 +2,7 @@ package actionsbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -18,8 +19,11 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.List.Items != 500 || rep.List.Go.Median <= 0 || rep.List.Query == "" {
+	if rep.List.Items != 500 || rep.List.Go.Median <= 0 || rep.List.Query == "" || rep.List.Rounds != 3 || rep.List.PerRound != listPerRound {
 		t.Fatalf("list %+v", rep.List)
+	}
+	if c := rep.List.C; c != nil && (c.Median <= 0 || !(rep.List.RatioP10 <= rep.List.Ratio && rep.List.Ratio <= rep.List.RatioP90) || rep.List.RatioP10 <= 0) {
+		t.Fatalf("list against C %+v, C %+v", rep.List, c)
 	}
 	if rep.Reminders.Events != 300 || rep.Reminders.Created != 300 || rep.Reminders.FirstMs <= 0 {
 		t.Fatalf("reminders %+v", rep.Reminders)
@@ -27,6 +31,43 @@ func TestBenchSmoke(t *testing.T) {
 	s := rep.Scan
 	if s == nil || s.Report.Analysed > 50 || s.Report.Pool == 0 || s.ModelCalls != int64(s.Report.ModelCalls) || s.Report.Analysed == 0 {
 		t.Fatalf("scan %+v %+v", s, s.Report)
+	}
+}
+
+// TestInterleave: every side makes one first call and perRound calls a
+// round, the sides alternate which goes first, and the ratio's spread is
+// ordered.
+func TestInterleave(t *testing.T) {
+	var calls []int
+	side := func(i int) func() error {
+		return func() error {
+			calls = append(calls, i)
+			// Unequal work, so that the per-round ratios differ from 1.
+			for n := 0; n < 1000*(i+1); n++ {
+				runtime.Gosched()
+			}
+			return nil
+		}
+	}
+	res, err := interleave(4, 3, side(0), side(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	if len(res.wall) != 2 || len(res.cpu) != 2 || res.wall[0].Median <= 0 || res.wall[1].First <= 0 {
+		t.Fatalf("timings %+v", res.wall)
+	}
+	for _, r := range [][3]float64{res.wallRatio, res.cpuRatio} {
+		if !(r[1] <= r[0] && r[0] <= r[2]) || r[1] <= 0 {
+			t.Fatalf("ratio median, p10, p90 %v", r)
+		}
+	}
+	failing := errors.New("side failed")
+	if _, err := interleave(4, 3, side(0), func() error { return failing }); !errors.Is(err, failing) {
+		t.Fatalf("a failing side: %v", err)
 	}
 }
 
