@@ -172,10 +172,13 @@ func (s *Server) getRecordHistory(w http.ResponseWriter, r *http.Request) error 
 		Author     string `json:"author"`
 		AcceptedAt string `json:"accepted_at"`
 		Bytes      int    `json:"bytes"`
+		// ActionOutput is an action output's provenance.
+		ActionOutput *records.ActionOutput `json:"action_output,omitempty"`
 	}
 	out := []entry{}
 	for _, a := range hist {
-		out = append(out, entry{Version: a.Version, Author: a.Author, AcceptedAt: a.AcceptedAt.Format("2006-01-02T15:04:05.000Z07:00"), Bytes: len(a.Content)})
+		out = append(out, entry{Version: a.Version, Author: a.Author, AcceptedAt: a.AcceptedAt.Format("2006-01-02T15:04:05.000Z07:00"), Bytes: len(a.Content),
+			ActionOutput: a.ActionOutput})
 	}
 	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": ref.Card, "record": ref.Name, "versions": out})
 }
