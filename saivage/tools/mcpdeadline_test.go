@@ -148,4 +148,3 @@ func processWithEnv(t *testing.T, entry string) int {
 	}
 	return found[0]
 }
-
