@@ -24,8 +24,9 @@ func TestRecordRoutesProjectActionOutputProvenance(t *testing.T) {
 		return cfg
 	})
 	var cur struct {
-		Version int
-		Content string
+		Version      int
+		Content      string
+		ActionOutput *records.ActionOutput `json:"action_output"`
 	}
 	s.get("/api/cards/project/records/objective", &cur)
 	var file struct{ Text string }
@@ -48,6 +49,9 @@ func TestRecordRoutesProjectActionOutputProvenance(t *testing.T) {
 		Output: "returned-text", Bytes: len(text), SHA256: "04ded4c67d71a4b2c802a037f6c7c34991039c862d25cfc02ea699bd40d707a5"}
 	if v := hist.Versions[1]; v.Author != "action-output:lint/inv-1" || v.ActionOutput == nil || *v.ActionOutput != want {
 		t.Fatalf("history v2 = %+v (%+v)", v, v.ActionOutput)
+	}
+	if cur.ActionOutput == nil || *cur.ActionOutput != want {
+		t.Errorf("current provenance = %+v", cur.ActionOutput)
 	}
 	var doc struct {
 		Format       int

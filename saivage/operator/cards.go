@@ -154,8 +154,12 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": ref.Card, "record": ref.Name, "selection": cur.Head.Selection,
-		"version": cur.Version, "revision": cur.Head.Revision, "head_uuid": cur.Head.HeadUUID, "draft": cur.Head.Draft != nil, "content": cur.Content})
+	out := map[string]any{"card": ref.Card, "record": ref.Name, "selection": cur.Head.Selection,
+		"version": cur.Version, "revision": cur.Head.Revision, "head_uuid": cur.Head.HeadUUID, "draft": cur.Head.Draft != nil, "content": cur.Content}
+	if cur.ActionOutput != nil {
+		out["action_output"] = cur.ActionOutput
+	}
+	return s.writeRedacted(w, http.StatusOK, out)
 }
 
 func (s *Server) getRecordHistory(w http.ResponseWriter, r *http.Request) error {

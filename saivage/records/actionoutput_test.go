@@ -46,7 +46,7 @@ func TestAcceptActionOutput(t *testing.T) {
 	// Current, history and exact versions read the embedded content and
 	// provenance.
 	cur, err := s.Current(r)
-	if err != nil || cur.Content != text || cur.Version != 2 {
+	if err != nil || cur.Content != text || cur.Version != 2 || cur.ActionOutput == nil || cur.ActionOutput.Invocation != prov2.Invocation {
 		t.Fatalf("current = %+v, %v", cur, err)
 	}
 	hist, err := s.History(r)

@@ -315,6 +315,8 @@ type Current struct {
 	// Version is the accepted version the content belongs to (0 for the
 	// baseline); a draft's content has Version == Head.Latest and Draft set.
 	Version int
+	// ActionOutput is the provenance of a selected accepted action output.
+	ActionOutput *ActionOutput
 }
 
 // Current returns the current content: the open draft, else the latest
@@ -332,7 +334,7 @@ func (s *Store) Current(r Ref) (Current, error) {
 		if err != nil {
 			return Current{}, err
 		}
-		return Current{Head: h, Content: a.Content, Version: h.Latest}, nil
+		return Current{Head: h, Content: a.Content, Version: h.Latest, ActionOutput: a.ActionOutput}, nil
 	}
 	return Current{Head: h, Content: h.Baseline}, nil
 }
