@@ -41,11 +41,13 @@ type operation struct {
 // opResult is what an operation completed with: the routable values, the
 // text offered to an output record, and the artifacts it published.
 type opResult struct {
-	data      map[string]any
-	summary   string
-	output    []byte // command stdout or the returned report text
-	outputErr error  // why output cannot be accepted (too large, unreadable)
-	artifacts []string
+	data    map[string]any
+	summary string
+	output  []byte // command stdout or the returned report text
+	// outputKind is records.OutputCommandStdout or OutputReturnedText.
+	outputKind string
+	outputErr  error // why output cannot be accepted (too large, unreadable)
+	artifacts  []string
 }
 
 // runAction executes an action node: gates, inputs, the operation, output
@@ -98,7 +100,8 @@ func (rt *Runtime) runAction(ctx context.Context, act *activation, name string, 
 				err = fmt.Errorf("output record %s changed while the action ran", nd.OutputRecord)
 			default:
 				rt.recordMu.Lock()
-				_, err = rt.p.Cards.Records().AcceptContent(outRef, text, "action-output:"+name+"/"+op.invocation)
+				_, err = rt.p.Cards.Records().AcceptActionOutput(outRef, text, records.ActionOutput{Node: name,
+					Operation: nd.Action, ContractVersion: nd.ContractVersion, Invocation: op.invocation, Output: res.outputKind})
 				rt.recordMu.Unlock()
 				if err != nil {
 					return nodeResult{}, err
@@ -288,7 +291,7 @@ func (rt *Runtime) shellRun(ctx context.Context, op operation, ev map[string]any
 		}
 	}
 	res := opResult{data: map[string]any{"exit_code": float64(code), "timed_out": timedOut},
-		artifacts: []string{"invocation.json", "stdout", "stderr"}}
+		artifacts: []string{"invocation.json", "stdout", "stderr"}, outputKind: records.OutputCommandStdout}
 	res.output, res.outputErr = readCapture(stdoutPath)
 	inv["stdout_bytes"] = len(res.output)
 	if err := writeJSONFile(filepath.Join(op.dir, "invocation.json"), inv); err != nil {
@@ -368,7 +371,7 @@ func (rt *Runtime) qualityRun(ctx context.Context, op operation, ev map[string]a
 	return opResult{
 		data:    map[string]any{"errors": float64(rep.Errors()), "findings": float64(len(rep.Findings)), "files": float64(rep.Files)},
 		summary: fmt.Sprintf("%s: %d findings (%d errors) in %d files", op.action, len(rep.Findings), rep.Errors(), rep.Files),
-		output:  []byte(b.String()), artifacts: []string{"invocation.json", "report.json"},
+		output:  []byte(b.String()), outputKind: records.OutputReturnedText, artifacts: []string{"invocation.json", "report.json"},
 	}, nil
 }
 
