@@ -278,7 +278,8 @@ type candidate struct {
 // of the exact request, a tie to the furthest endpoint. Authoritative
 // (after a context rejection): the first with fewer tokens. No-smaller
 // publishes nothing. Each summary request is admitted exactly against the
-// summarizer's usable input (agent.Refine). After the summarizer's first
+// summarizer's usable input (agent.Refine) and sent through the candidate
+// availability of c's operation (send). After the summarizer's first
 // policy refusal, when the call budget runs out or when no summary request
 // can be admitted, no more summary calls are made and a declared omission
 // stands at the same endpoints; any other summarizer failure with

@@ -146,18 +146,9 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		if pin != nil {
 			retained = []*requestPlan{pin}
 		}
-		// Ready candidates go first; a cooling one waits its turn and an
-		// exhausted one is never reopened, whatever its cooling says.
-		sent, wait, live := op.schedule(retained)
-		if !live {
-			return nil, op.exhaustedError(iv.route.Name, retained, pin != nil)
-		}
-		if len(sent) == 0 {
-			if err := iv.backoff(ctx, wait); err != nil {
-				return nil, err
-			}
-			op.waited(wait)
-			continue
+		sent, err := iv.ready(ctx, op, retained, iv.route.Name, pin != nil)
+		if err != nil {
+			return nil, err
 		}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
 		resp, attempts, err := iv.sendPlans(ctx, "primary", iv.route.Public, sent, onChunk)
@@ -225,6 +216,27 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 	}
 }
 
+// ready returns the plans of a pass, in their order: the ones whose
+// candidate is ready. A cooling one waits its turn — when none is ready
+// it waits (abortably) for the earliest cooling to end — and an exhausted
+// one is never reopened, whatever its cooling says; when every candidate
+// is exhausted it returns the error naming route and each last failure.
+func (iv *invoker) ready(ctx context.Context, op *callAvailability, plans []*requestPlan, route string, pinned bool) ([]*requestPlan, error) {
+	for {
+		sent, wait, live := op.schedule(plans)
+		if !live {
+			return nil, op.exhaustedError(route, plans, pinned)
+		}
+		if len(sent) > 0 {
+			return sent, nil
+		}
+		if err := iv.backoff(ctx, wait); err != nil {
+			return nil, err
+		}
+		op.waited(wait)
+	}
+}
+
 func (iv *invoker) backoff(ctx context.Context, d time.Duration) error {
 	iv.rt.observe(Observation{Kind: ObsBackoff, Session: iv.sess.id, Delay: d})
 	return iv.rt.opts.Sleep(ctx, d)
@@ -286,16 +298,9 @@ func (iv *invoker) send(ctx context.Context, op *callAvailability, creq *llm.Cha
 		return nil, nil, fmt.Errorf("the %s request needs about %d tokens, more than the usable input of %d: it was not sent", kind, need, usable)
 	}
 	for {
-		sent, wait, live := op.schedule(a.admitted)
-		if !live {
-			return nil, nil, op.exhaustedError(rb.Name, a.admitted, false)
-		}
-		if len(sent) == 0 {
-			if err := iv.backoff(ctx, wait); err != nil {
-				return nil, nil, err
-			}
-			op.waited(wait)
-			continue
+		sent, err := iv.ready(ctx, op, a.admitted, rb.Name, false)
+		if err != nil {
+			return nil, nil, err
 		}
 		resp, attempts, err := iv.sendPlans(ctx, kind, rb.Public, sent, onChunk)
 		if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {

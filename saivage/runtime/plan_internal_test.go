@@ -180,7 +180,7 @@ models:
 		t.Run(tc.name, func(t *testing.T) {
 			rb, _ := m.Route(tc.route)
 			iv := &invoker{rt: &Runtime{models: m}, route: rb, sess: &session{id: "s"}}
-			adm, _, err := iv.admit(context.Background(), iv.rt.avail.operation(), tc.msgs, tc.tools)
+			adm, _, err := iv.admit(context.Background(), newAvailability(nil).operation(), tc.msgs, tc.tools)
 			if err != nil {
 				if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p/text") {
 					t.Fatalf("err = %v, want %q", err, tc.want)
