@@ -28,10 +28,10 @@ func nativeRuff(t *testing.T) string {
 func ruffRepo(t *testing.T) string {
 	root := t.TempDir()
 	write(t, root, map[string]string{
-		"app/main.py":  "import os\n\n\ndef greet(name):\n    return 'hello ' + nam\n",
-		"app/ok.py":    "def add(a, b):\n    return a + b\n",
-		"lib/util.py":  "import sys\n",
-		".venv/x.py":   "this is not python\n",
+		"app/main.py": "import os\n\n\ndef greet(name):\n    return 'hello ' + nam\n",
+		"app/ok.py":   "def add(a, b):\n    return a + b\n",
+		"lib/util.py": "import sys\n",
+		".venv/x.py":  "this is not python\n",
 	})
 	return root
 }
