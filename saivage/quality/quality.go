@@ -384,17 +384,31 @@ func (r Runner) runNativeRuff(cctx, ctx context.Context, ruff, root string, file
 	if err != nil {
 		return Report{}, fmt.Errorf("%s: %w", PythonRuff, err)
 	}
+	// Ruff names files under its working directory as the kernel reports
+	// it, with symbolic links resolved.
+	roots := []string{absRoot}
+	if real, err := filepath.EvalSymlinks(absRoot); err == nil && real != absRoot {
+		roots = append(roots, real)
+	}
 	admitted := map[string]bool{}
 	for _, f := range files {
 		admitted[f] = true
 	}
+	relative := func(name string) (string, bool) {
+		for _, r := range roots {
+			if rel, err := filepath.Rel(r, name); err == nil && admitted[filepath.ToSlash(rel)] {
+				return filepath.ToSlash(rel), true
+			}
+		}
+		return "", false
+	}
 	rep := Report{Analyzer: PythonRuff, Tool: "ruff", Version: version, Config: "bundled", Engine: EngineNative, Files: len(files), Findings: make([]Finding, 0, len(diags))}
 	for _, d := range diags {
-		rel, err := filepath.Rel(absRoot, d.Filename)
-		if err != nil || !admitted[filepath.ToSlash(rel)] {
+		rel, ok := relative(d.Filename)
+		if !ok {
 			return Report{}, fmt.Errorf("%s: ruff reported %q, which it was not given", PythonRuff, d.Filename)
 		}
-		f := Finding{Path: filepath.ToSlash(rel), Line: d.Location.Row, Column: d.Location.Column, Severity: "error", Message: d.Message,
+		f := Finding{Path: rel, Line: d.Location.Row, Column: d.Location.Column, Severity: "error", Message: d.Message,
 			Fixable: len(d.Fix) > 0 && string(d.Fix) != "null"}
 		if d.Code != nil {
 			f.Rule = *d.Code

@@ -133,8 +133,15 @@ const standInOutput = `[
 ]`
 
 func TestNativeRuffOutputMapping(t *testing.T) {
-	root := t.TempDir()
-	write(t, root, map[string]string{"app/main.py": "import os\n", "app/broken.py": "x = (\n"})
+	// The project is reached through a symbolic link, as a checkout under a
+	// linked home directory is.
+	real := t.TempDir()
+	write(t, real, map[string]string{"project/app/main.py": "import os\n", "project/app/broken.py": "x = (\n"})
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(home, "project")
 	for _, tc := range []struct {
 		name, version, output string
 		exit                  int
@@ -142,6 +149,7 @@ func TestNativeRuffOutputMapping(t *testing.T) {
 		err                   string
 	}{
 		{"mapped", "ruff 0.17.5", standInOutput, 0, []string{"app/broken.py:2:1 invalid-syntax fixable=false error", "app/main.py:1:8 F401 fixable=true error"}, ""},
+		{"physical paths under a symlinked root", "ruff 0.17.5", strings.ReplaceAll(standInOutput, "$PWD", "$(pwd -P)"), 0, []string{"app/broken.py:2:1 invalid-syntax fixable=false error", "app/main.py:1:8 F401 fixable=true error"}, ""},
 		{"empty", "ruff 0.17.5", "[]", 0, nil, ""},
 		{"a file it was not given", "ruff 0.17.5", strings.ReplaceAll(standInOutput, "app/main.py", "other.py"), 0, nil, "which it was not given"},
 		{"ruff failed", "ruff 0.17.5", "", 2, nil, "stand-in failure"},
