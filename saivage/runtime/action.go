@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/state"
 	"github.com/agentstack/agentstack/saivage/tools"
@@ -346,7 +347,7 @@ func readCapture(path string) ([]byte, error) {
 func (rt *Runtime) qualityRun(ctx context.Context, op operation, ev map[string]any) (opResult, error) {
 	analyzer := strings.TrimPrefix(op.action, "code_quality.")
 	if rt.opts.Quality == nil {
-		return opResult{}, fmt.Errorf("%s is unavailable: no code-quality analyzers are configured (set %s)", op.action, EnvQualityModules)
+		return opResult{}, fmt.Errorf("%s is unavailable: no code-quality analyzers are configured (set %s, or %s for Ruff alone)", op.action, EnvQualityModules, quality.EnvRuff)
 	}
 	var paths []string
 	if list, ok := op.config["paths"].([]any); ok {
