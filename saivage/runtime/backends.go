@@ -70,12 +70,15 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 	if o.Quality == nil {
 		// The analyzers run from the node modules, or Ruff alone from a
 		// native executable (SAIVAGE_QUALITY_RUFF or ruff on PATH).
-		mods, _ := lookup(EnvQualityModules)
+		mods, ok := lookup(EnvQualityModules)
+		if !ok {
+			mods = ""
+		}
 		if st, err := os.Stat(mods); mods != "" && (err != nil || !st.IsDir()) {
 			return fmt.Errorf("%s: %s is not a directory", EnvQualityModules, mods)
 		}
 		q := quality.Runner{NodeModules: mods}
-		if v, _ := lookup(quality.EnvRuff); v != "" {
+		if v, ok := lookup(quality.EnvRuff); ok && v != "" {
 			q.Ruff = v
 			if err := q.Available(quality.PythonRuff); err != nil {
 				return fmt.Errorf("%s: %w", quality.EnvRuff, err)
