@@ -216,6 +216,9 @@ func checkLongSession(t *testing.T, e *env, mode, unit string, scripted int) {
 	// primary requests.
 	var gaps []int
 	var bodies []string
+	// hashes are the SHA-256 of the executor session's bodies, primary and
+	// summary, in the order received.
+	var hashes []string
 	summaries, total := 0, 0
 	gap := 0
 	for _, r := range e.srv.Requests() {
@@ -230,6 +233,7 @@ func checkLongSession(t *testing.T, e *env, mode, unit string, scripted int) {
 		case "summary":
 			summaries++
 			gap++
+			hashes = append(hashes, "summary "+sha(r.Raw))
 			if r.Model != "tier-1" {
 				t.Errorf("summary request %d went to %s, not the summarizer candidate", summaries, r.Model)
 			}
@@ -247,6 +251,7 @@ func checkLongSession(t *testing.T, e *env, mode, unit string, scripted int) {
 			if key == longExecutor {
 				gaps = append(gaps, gap)
 				bodies = append(bodies, string(r.Raw))
+				hashes = append(hashes, "primary "+sha(r.Raw))
 				gap = 0
 			}
 		}
@@ -360,6 +365,22 @@ func checkLongSession(t *testing.T, e *env, mode, unit string, scripted int) {
 			t.Errorf("primary request %d carries %d summaries, want %d", i, n, want)
 		}
 	}
+	// The session's exchange evidence names each of those bodies once, in
+	// order, and only the refused summary call failed.
+	var evidence []string
+	failed := 0
+	for _, row := range exchangeRows(t, e, "project.a.a", "executor") {
+		evidence = append(evidence, fmt.Sprint(row["kind"], " ", row["request_sha256"]))
+		if row["outcome"] != "ok" {
+			failed++
+			if row["kind"] != "summary" {
+				t.Errorf("failed exchange %+v", row)
+			}
+		}
+	}
+	if !slices.Equal(evidence, hashes) || failed != 1 {
+		t.Errorf("the exchange evidence (%d rows, %d failed) does not name the %d bodies received in order", len(evidence), failed, len(hashes))
+	}
 	// No retries and no unscripted calls: every call is a scripted reply
 	// or one of the compactions' budgeted summary calls.
 	if total-summaries != scripted || total > scripted+len(cs)*agent.MaxSummaryCalls {
@@ -387,4 +408,46 @@ func maxCalls(cs []map[string]any) int {
 		m = max(m, int(c["summary_calls"].(float64)))
 	}
 	return m
+}
+
+// TestOrdinaryCandidatePrecedesDeclaredOmission: a local-exact compaction
+// folds its preferred endpoint (an ordinary candidate), then the summarizer
+// refuses the advance to the furthest endpoint. The refusal ends summary
+// calls, and the completed ordinary candidate is published: a declared
+// omission is only for a compaction without one, even when it would be
+// smaller.
+func TestOrdinaryCandidatePrecedesDeclaredOmission(t *testing.T) {
+	e := newEnv(t, envOptions{configEdit: exactWindow})
+	if err := os.WriteFile(filepath.Join(e.dir, "small.txt"), []byte("a small note\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Large writes fill most of the window; small reads then reach the
+	// usable input with several of them within the tail.
+	var steps []llmtest.Reply
+	for i := range 7 {
+		steps = append(steps, call("write", map[string]any{"path": fmt.Sprintf("n%d.txt", i), "content": strings.Repeat(fmt.Sprintf("N%d ", i), 850)}))
+	}
+	for range 30 {
+		steps = append(steps, call("read", map[string]any{"path": "small.txt"}))
+	}
+	e.script.Add("planner@project", append(steps, finishRun()...)...)
+	e.script.Add("summary", text("ORDINARY: wrote n0 to n6."), llmtest.Reply{Status: 400, ErrorCode: "content_policy_violation", ErrorMessage: "refused"})
+	e.script.Fallback = func(key string) (llmtest.Reply, bool) { return text("LATER: read small.txt."), key == "summary" }
+	if sum := runToEnd(t, e); sum.Outcome != "done" {
+		t.Fatalf("run = %+v", sum)
+	}
+	cs := compactions(e)
+	if len(cs) == 0 || cs[0]["summary_calls"].(float64) != 2 {
+		t.Fatalf("compactions = %+v: the first does not fold two endpoints", cs)
+	}
+	if ev := e.events("compaction_summary_refused"); len(ev) != 1 {
+		t.Errorf("compaction_summary_refused = %+v", ev)
+	}
+	segs, err := e.p.Sessions.Load(e.p.Cards.SessionDir("project", "planner"), "agent:planner:project", state.TailFail)
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("segments = %d, %v", len(segs), err)
+	}
+	if cs[0]["omitted"] != false || decodeGenesis(t, segs[1][0]) != "ORDINARY: wrote n0 to n6." {
+		t.Errorf("published %+v with summary %q, want the ordinary candidate", cs[0], decodeGenesis(t, segs[1][0]))
+	}
 }
