@@ -45,7 +45,8 @@ func usableInput(window, output int) int {
 
 // longSessionConfig gives the gateway provider a 10,000-token window with
 // 1,000 output tokens, a 5 % tail, and a summarizer candidate gateway/tier-1
-// whose window is 4,000 tokens; preventive maintenance is on or off.
+// whose window is 3,000 tokens (usable 700: several summary calls per
+// compaction); preventive maintenance is on or off.
 func longSessionConfig(preventive bool) func(string) string {
 	return func(cfg string) string {
 		for _, r := range [][2]string{
@@ -77,7 +78,11 @@ func longSessionConfig(preventive bool) func(string) string {
 // floor(U×C)−O and every summary request within the summarizer's; the
 // session was compacted many times, each time into a strictly smaller
 // successor, at most one compaction per mode between two primary requests
-// (never a third pass), each within the 16-call summary budget; the
+// (never a third pass), each within the 16-call summary budget, each
+// successor's summary its accumulator's last fold and every later request
+// carrying it alone; the summarizer's one policy refusal ends that
+// compaction's summary calls and declares an omission, later compactions
+// summarize again; the exchange evidence names every body received; the
 // provider received exactly the scripted primary calls plus the
 // compactions' summary calls; the card reaches DONE.
 func TestFiveHundredRoundSessionStaysWithinBudget(t *testing.T) {
@@ -344,7 +349,8 @@ func checkLongSession(t *testing.T, e *env, mode, unit string, scripted int) {
 		return fmt.Sprintf("FOLD-%d:", folds[i]), 1
 	}
 	for i := range cs {
-		if got, want := decodeGenesis(t, segs[i+1][0]), func() string { s, _ := summaryOf(i); return s }(); !strings.Contains(got, want) {
+		want, _ := summaryOf(i)
+		if got := decodeGenesis(t, segs[i+1][0]); !strings.Contains(got, want) {
 			t.Errorf("segment %d's summary is %.200q, want %q", i+1, got, want)
 		}
 	}
@@ -402,6 +408,7 @@ func decodeGenesis(t *testing.T, r conversations.Row) string {
 	return g.Text
 }
 
+// maxCalls is the most summary calls one compaction made.
 func maxCalls(cs []map[string]any) int {
 	m := 0
 	for _, c := range cs {
