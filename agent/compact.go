@@ -198,9 +198,6 @@ type SummaryCompactor struct {
 	Prompt string
 }
 
-// maxSummaryRowChars bounds one message in the summariser's transcript.
-const maxSummaryRowChars = 4000
-
 // Compact implements Compactor.
 func (c *SummaryCompactor) Compact(ctx context.Context, step CompactStep) (*Compaction, error) {
 	msgs := step.Messages
@@ -331,7 +328,10 @@ func RefineMessage(acc string, source []SourcePart, correction bool) llm.Message
 }
 
 // transcriptParts renders each message as one plain-text part, followed by
-// its images.
+// its images. Messages are whole, never clipped: Refine transports the
+// source once over disjoint ranges, cutting a message too large for one
+// request between code points, and a source beyond the call budget fails
+// the compaction (ErrSummaryBudget) rather than shortening the summary.
 func transcriptParts(msgs []llm.Message) []SourcePart {
 	var parts []SourcePart
 	for _, m := range msgs {
@@ -347,21 +347,12 @@ func transcriptParts(msgs []llm.Message) []SourcePart {
 				s += fmt.Sprintf("\nTOOL CALL %s %s %s", tc.ID, tc.Function.Name, tc.Function.Arguments)
 			}
 		}
-		parts = append(parts, SourcePart{Text: TruncateMarked(s, maxSummaryRowChars)})
+		parts = append(parts, SourcePart{Text: s})
 		for i := range m.Images {
 			parts = append(parts, SourcePart{Image: &m.Images[i]})
 		}
 	}
 	return parts
-}
-
-// TruncateMarked shortens s to at most n bytes on a rune boundary, marking
-// the cut.
-func TruncateMarked(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return Truncate(s, n) + " …[truncated]"
 }
 
 // Truncate shortens s to at most n bytes on a rune boundary.

@@ -594,3 +594,66 @@ func TestRefineFitsHook(t *testing.T) {
 		t.Errorf("%d probes, %d calls", probes, len(sizes))
 	}
 }
+
+// TestSummaryCompactorCarriesLongMessagesWhole: a tool result far larger
+// than one summary request reaches the summarizer whole, cut only between
+// requests (Refine), never clipped: the joined ranges carry the rendered
+// message exactly once and each of its numbered lines exactly once.
+func TestSummaryCompactorCarriesLongMessagesWhole(t *testing.T) {
+	srv, client := setup(t)
+	for i := range agent.MaxSummaryCalls {
+		srv.Enqueue("summarizer", llmtest.Reply{Content: fmt.Sprintf("FOLD %d.", i)})
+	}
+	srv.Enqueue("tier-5", llmtest.Reply{Content: "ok"})
+	var log strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&log, "line %04d: %s\n", i, strings.Repeat("é", 20))
+	}
+	result := log.String() // about 51,000 bytes: more than one summary request takes
+	msgs := []llm.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "read the log"},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{call("c1", "read", `{"path":"build.log"}`)}},
+		{Role: "tool", ToolCallID: "c1", Content: result}, {Role: "assistant", Content: "read it"}}
+	for i := range 3 {
+		msgs = append(msgs, llm.Message{Role: "user", Content: fmt.Sprintf("step %d %s", i, strings.Repeat("y", 1500))},
+			llm.Message{Role: "assistant", Content: "done"})
+	}
+	msgs = append(msgs, llm.Message{Role: "user", Content: "and now?"})
+	// Usable input 8,800 tokens for a summary request (2,000 output
+	// reserved): about 35,000 bytes, so the log spans two requests.
+	b := agent.Budget{ContextWindow: 12000, MaxOutput: 500, Utilization: 0.9, Trigger: 0.5}
+	res, err := agent.Run(context.Background(), agent.RunOptions{Model: client, ModelName: "tier-5", Messages: msgs,
+		Compactor: &agent.SummaryCompactor{Budget: b, SummaryModel: "summarizer"}})
+	// The three messages up to the log's result are covered.
+	if err != nil || len(res.Compactions) != 1 || res.Compactions[0].Covered < 3 {
+		t.Fatalf("run: %d compactions, %v", len(res.Compactions), err)
+	}
+	var ranges []string
+	for _, r := range srv.Requests() {
+		if r.Model != "summarizer" {
+			continue
+		}
+		var body struct {
+			Messages []llm.Message `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		text := body.Messages[len(body.Messages)-1].Content
+		if _, after, ok := strings.Cut(text, "(extend the summary with it):\n"); ok {
+			text = after
+		}
+		ranges = append(ranges, text)
+	}
+	whole := strings.Join(ranges, "")
+	if n := strings.Count(whole, "TOOL RESULT c1: "+result); n != 1 {
+		t.Fatalf("the log travelled %d times whole across %d summary requests (want once)", n, len(ranges))
+	}
+	for i := range 1000 {
+		if n := strings.Count(whole, fmt.Sprintf("line %04d: ", i)); n != 1 {
+			t.Fatalf("line %d reached the summarizer %d times", i, n)
+		}
+	}
+	if len(ranges) < 2 || len(ranges) > agent.MaxSummaryCalls || strings.Contains(whole, "[truncated]") {
+		t.Errorf("%d summary requests; clipped: %v", len(ranges), strings.Contains(whole, "[truncated]"))
+	}
+}

@@ -60,6 +60,9 @@ type AttemptRecord struct {
 	// Code and Type are the structured code and type of the error object
 	// a retryable answer carried (empty otherwise), for classification.
 	Code, Type string
+	// RetryAfter is that answer's Retry-After header as sent (seconds or
+	// an HTTP date; empty when absent), for the caller's cooling.
+	RetryAfter string
 }
 
 // Ledger stores usage. Implementations must not block the request for long:

@@ -157,22 +157,23 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, endpoint, path s
 
 // attempt records one try and, if it failed, remembers why for the final error.
 func (x *exchange) attempt(t *target, stream bool, status int, outcome Outcome, toHeaders time.Duration, msg string) {
-	x.attemptCause(t, stream, status, outcome, toHeaders, msg, "", "")
+	x.attemptCause(t, stream, status, outcome, toHeaders, msg, "", "", "")
 }
 
 // movedOn records a try whose status moves the request on, with the
 // structured code and type of its error object (read within 64 KiB), so a
 // caller can tell an overload alias (type overloaded_error, code
-// server_is_overloaded) from another 5xx without reading prose.
+// server_is_overloaded) from another 5xx without reading prose, and its
+// Retry-After header.
 func (x *exchange) movedOn(t *target, stream bool, resp *http.Response, toHeaders time.Duration) {
 	var code, typ string
 	if ae := (*llm.APIError)(nil); errors.As(llm.ReadAPIError(resp), &ae) {
 		code, typ = ae.Code, ae.Type
 	}
-	x.attemptCause(t, stream, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode), code, typ)
+	x.attemptCause(t, stream, resp.StatusCode, OutcomeRetryable, toHeaders, "HTTP "+fmt.Sprint(resp.StatusCode), code, typ, resp.Header.Get("Retry-After"))
 }
 
-func (x *exchange) attemptCause(t *target, stream bool, status int, outcome Outcome, toHeaders time.Duration, msg, code, typ string) {
+func (x *exchange) attemptCause(t *target, stream bool, status int, outcome Outcome, toHeaders time.Duration, msg, code, typ, retryAfter string) {
 	x.seq++
 	x.rec.Attempts = x.seq
 	if outcome != OutcomeOK {
@@ -182,6 +183,7 @@ func (x *exchange) attemptCause(t *target, stream bool, status int, outcome Outc
 	x.g.recordAttempt(x.ctx, AttemptRecord{
 		RequestID: x.rec.ID, Seq: x.seq, Time: time.Now(), Provider: t.provider, UpstreamModel: t.model,
 		Stream: stream, Status: status, Outcome: outcome, TimeToHeaders: toHeaders, Error: msg, Code: code, Type: typ,
+		RetryAfter: retryAfter,
 	})
 }
 

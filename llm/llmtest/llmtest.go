@@ -34,6 +34,8 @@ type Reply struct {
 	ErrorCode    string
 	ErrorType    string
 	ErrorParam   string
+	// RetryAfter, when set, is the Retry-After header of the error answer.
+	RetryAfter string
 
 	Content   string
 	Reasoning string
@@ -189,6 +191,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
+		if reply.RetryAfter != "" {
+			w.Header().Set("Retry-After", reply.RetryAfter)
+		}
 		w.WriteHeader(reply.Status)
 		body := llm.ErrorBody{Message: cmpOr(reply.ErrorMessage, http.StatusText(reply.Status)),
 			Type: cmpOr(reply.ErrorType, "scripted_error"), Code: reply.ErrorCode}

@@ -154,8 +154,12 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": ref.Card, "record": ref.Name, "selection": cur.Head.Selection,
-		"version": cur.Version, "revision": cur.Head.Revision, "head_uuid": cur.Head.HeadUUID, "draft": cur.Head.Draft != nil, "content": cur.Content})
+	out := map[string]any{"card": ref.Card, "record": ref.Name, "selection": cur.Head.Selection,
+		"version": cur.Version, "revision": cur.Head.Revision, "head_uuid": cur.Head.HeadUUID, "draft": cur.Head.Draft != nil, "content": cur.Content}
+	if cur.ActionOutput != nil {
+		out["action_output"] = cur.ActionOutput
+	}
+	return s.writeRedacted(w, http.StatusOK, out)
 }
 
 func (s *Server) getRecordHistory(w http.ResponseWriter, r *http.Request) error {
@@ -172,10 +176,13 @@ func (s *Server) getRecordHistory(w http.ResponseWriter, r *http.Request) error 
 		Author     string `json:"author"`
 		AcceptedAt string `json:"accepted_at"`
 		Bytes      int    `json:"bytes"`
+		// ActionOutput is an action output's provenance.
+		ActionOutput *records.ActionOutput `json:"action_output,omitempty"`
 	}
 	out := []entry{}
 	for _, a := range hist {
-		out = append(out, entry{Version: a.Version, Author: a.Author, AcceptedAt: a.AcceptedAt.Format("2006-01-02T15:04:05.000Z07:00"), Bytes: len(a.Content)})
+		out = append(out, entry{Version: a.Version, Author: a.Author, AcceptedAt: a.AcceptedAt.Format("2006-01-02T15:04:05.000Z07:00"), Bytes: len(a.Content),
+			ActionOutput: a.ActionOutput})
 	}
 	return s.writeRedacted(w, http.StatusOK, map[string]any{"card": ref.Card, "record": ref.Name, "versions": out})
 }

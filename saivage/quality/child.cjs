@@ -23,7 +23,7 @@ async function eslintReport(kind, root, files) {
   for (const r of results) {
     for (const m of r.messages) {
       findings.push({ path: path.relative(root, r.filePath), line: m.line || 0, column: m.column || 0,
-        rule: m.ruleId || '', severity: m.severity === 2 ? 'error' : 'warning', message: m.message });
+        rule: m.ruleId || '', severity: m.severity === 2 ? 'error' : 'warning', message: m.message, fixable: !!m.fix });
     }
   }
   return { tool: 'eslint', version: pkg.version, config: own ? 'project' : 'bundled', findings };
@@ -37,7 +37,7 @@ function ruffReport(root, files) {
     const abs = path.resolve(root, f);
     for (const d of ws.check(fs.readFileSync(abs, 'utf8'))) {
       findings.push({ path: path.relative(root, abs), line: d.start_location.row, column: d.start_location.column,
-        rule: d.code || '', severity: 'error', message: d.message });
+        rule: d.code || '', severity: 'error', message: d.message, fixable: !!d.fix });
     }
   }
   return { tool: 'ruff', version: Workspace.version(), config: 'bundled', findings };

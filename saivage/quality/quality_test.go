@@ -52,30 +52,31 @@ func smallRepo(t *testing.T) string {
 }
 
 func TestAnalyzersFindTheLintErrors(t *testing.T) {
-	r := quality.Runner{NodeModules: modules(t)}
+	// The Node.js child for all three (a native Ruff has its own tests).
+	r := quality.Runner{NodeModules: modules(t), RuffWasm: true}
 	root := smallRepo(t)
 	for _, tc := range []struct {
-		analyzer, tool string
-		files          []string
-		want           []string // path:line rule
+		analyzer, tool, engine string
+		files                  []string
+		want                   []string // path:line rule
 	}{
-		{quality.PythonRuff, "ruff", []string{"app/main.py", "app/ok.py"}, []string{"app/main.py:1 F401"}},
-		{quality.JavaScriptESLint, "eslint", []string{"web/index.js", "web/ok.mjs"}, []string{"web/index.js:1 no-unused-vars", "web/index.js:2 no-undef"}},
-		{quality.TypeScriptESLint, "eslint", []string{"web/types.ts"}, []string{"web/types.ts:1 @typescript-eslint/no-explicit-any"}},
+		{quality.PythonRuff, "ruff", quality.EngineWasm, []string{"app/main.py", "app/ok.py"}, []string{"app/main.py:1 F401"}},
+		{quality.JavaScriptESLint, "eslint", quality.EngineNode, []string{"web/index.js", "web/ok.mjs"}, []string{"web/index.js:1 no-unused-vars", "web/index.js:2 no-undef"}},
+		{quality.TypeScriptESLint, "eslint", quality.EngineNode, []string{"web/types.ts"}, []string{"web/types.ts:1 @typescript-eslint/no-explicit-any"}},
 	} {
 		t.Run(tc.analyzer, func(t *testing.T) {
 			rep, inv, err := r.Run(context.Background(), tc.analyzer, root, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(inv.Files, tc.files) || inv.ExitCode != 0 || inv.Argv[0] != "node" {
+			if !slices.Equal(inv.Files, tc.files) || inv.ExitCode != 0 || inv.Argv[0] != "node" || inv.Engine != tc.engine {
 				t.Errorf("invocation = %+v", inv)
 			}
 			var got []string
 			for _, f := range rep.Findings {
 				got = append(got, f.Path+":"+strconv.Itoa(f.Line)+" "+f.Rule)
 			}
-			if rep.Tool != tc.tool || rep.Version == "" || rep.Config != "bundled" || !slices.Equal(got, tc.want) || rep.Errors() != len(tc.want) {
+			if rep.Tool != tc.tool || rep.Version == "" || rep.Engine != tc.engine || rep.Config != "bundled" || !slices.Equal(got, tc.want) || rep.Errors() != len(tc.want) {
 				t.Errorf("report = %+v (findings %v, want %v)", rep, got, tc.want)
 			}
 		})
@@ -99,10 +100,10 @@ func TestProjectESLintConfigIsUsed(t *testing.T) {
 }
 
 func TestUnavailableAndBadPaths(t *testing.T) {
-	if err := (quality.Runner{}).Available(quality.PythonRuff); !errors.Is(err, quality.ErrUnavailable) {
+	if err := (quality.Runner{RuffWasm: true}).Available(quality.PythonRuff); !errors.Is(err, quality.ErrUnavailable) || !strings.Contains(err.Error(), quality.EnvRuff) {
 		t.Errorf("no modules: %v", err)
 	}
-	if err := (quality.Runner{NodeModules: t.TempDir()}).Available(quality.PythonRuff); !errors.Is(err, quality.ErrUnavailable) || !strings.Contains(err.Error(), "@astral-sh/ruff-wasm-nodejs") {
+	if err := (quality.Runner{NodeModules: t.TempDir(), RuffWasm: true}).Available(quality.PythonRuff); !errors.Is(err, quality.ErrUnavailable) || !strings.Contains(err.Error(), "@astral-sh/ruff-wasm-nodejs") {
 		t.Errorf("empty modules: %v", err)
 	}
 	if _, err := quality.Files(t.TempDir(), quality.PythonRuff, []string{"../etc"}); err == nil || !strings.Contains(err.Error(), "outside the project") {

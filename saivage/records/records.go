@@ -7,6 +7,8 @@ package records
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,11 +30,28 @@ const (
 	SelAccepted = "accepted"
 )
 
-// Format labels of record files.
+// Format labels of record files. AcceptedFormat is the spec's current
+// "accepted 5" family label; the spec's "accepted format 4" (embedded
+// action/output provenance) is part of it as the optional action_output
+// object, so every accepted document, agent-written or action output, is
+// format 5 (see docs/saivage.md, Records).
 const (
 	HeadFormat     = 3
 	AcceptedFormat = 5
 )
+
+// Output kinds of an accepted action output: the command's captured stdout
+// or text the operation returned (a quality report).
+const (
+	OutputCommandStdout = "command-stdout"
+	OutputReturnedText  = "returned-text"
+)
+
+// ActionOutputAuthorPrefix begins the author label of an accepted action
+// output ("action-output:NODE/INVOCATION"), one member of the shared author
+// union beside "agent:NAME", external principals and "runtime:bootstrap" /
+// "runtime:repair".
+const ActionOutputAuthorPrefix = "action-output:"
 
 // MaxContentBytes bounds one record's content.
 const MaxContentBytes = 1 << 20
@@ -75,6 +94,71 @@ type Accepted struct {
 	Content    string    `json:"content"`
 	Author     string    `json:"author"`
 	AcceptedAt time.Time `json:"accepted_at"`
+	// ActionOutput is the exact provenance of an action node's accepted
+	// output; nil for every other author.
+	ActionOutput *ActionOutput `json:"action_output,omitempty"`
+}
+
+// ActionOutput is the provenance an accepted action output embeds: which
+// node and operation produced it, in which invocation, from which output,
+// and the length and SHA-256 of the accepted bytes (the content itself is
+// embedded independently of the capture, which work GC may remove).
+type ActionOutput struct {
+	// Node is the action node's id in its card type's graph.
+	Node string `json:"node"`
+	// Operation is the qualified operation identity ("shell.run").
+	Operation       string `json:"operation"`
+	ContractVersion int    `json:"contract_version"`
+	// Invocation is the operation invocation's UUID (its artifact
+	// directory under work/cards/CARD/actions/).
+	Invocation string `json:"invocation"`
+	// Output is OutputCommandStdout or OutputReturnedText.
+	Output string `json:"output"`
+	// Bytes and SHA256 (lowercase hex) describe the accepted bytes.
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Author is the author label of the provenance's acceptance.
+func (p ActionOutput) Author() string {
+	return ActionOutputAuthorPrefix + p.Node + "/" + p.Invocation
+}
+
+// validateIdentity checks the fields a caller supplies.
+func (p ActionOutput) validateIdentity() error {
+	ns, name, qualified := strings.Cut(p.Operation, ".")
+	switch {
+	case p.Node == "" || strings.ContainsAny(p.Node, "/\\"):
+		return fmt.Errorf("action output node %q is not a node id", p.Node)
+	case !qualified || ns == "" || name == "":
+		return fmt.Errorf("action output operation %q is not a qualified identity", p.Operation)
+	case p.ContractVersion < 1:
+		return fmt.Errorf("action output contract version %d", p.ContractVersion)
+	case p.Invocation == "" || strings.ContainsAny(p.Invocation, "/\\"):
+		return fmt.Errorf("action output invocation %q is not an invocation id", p.Invocation)
+	case p.Output != OutputCommandStdout && p.Output != OutputReturnedText:
+		return fmt.Errorf("action output kind %q (want %s or %s)", p.Output, OutputCommandStdout, OutputReturnedText)
+	}
+	return nil
+}
+
+// validate checks the provenance against the accepted document it is in.
+func (p ActionOutput) validate(a Accepted) error {
+	if err := p.validateIdentity(); err != nil {
+		return err
+	}
+	switch {
+	case a.Author != p.Author():
+		return fmt.Errorf("action output author %q, want %q", a.Author, p.Author())
+	case p.Bytes != len(a.Content) || p.SHA256 != contentDigest(a.Content):
+		return errors.New("action output length or SHA-256 does not match the content")
+	}
+	return nil
+}
+
+func contentDigest(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
 }
 
 // Errors returned by record mutations.
@@ -231,6 +315,8 @@ type Current struct {
 	// Version is the accepted version the content belongs to (0 for the
 	// baseline); a draft's content has Version == Head.Latest and Draft set.
 	Version int
+	// ActionOutput is the provenance of a selected accepted action output.
+	ActionOutput *ActionOutput
 }
 
 // Current returns the current content: the open draft, else the latest
@@ -248,7 +334,7 @@ func (s *Store) Current(r Ref) (Current, error) {
 		if err != nil {
 			return Current{}, err
 		}
-		return Current{Head: h, Content: a.Content, Version: h.Latest}, nil
+		return Current{Head: h, Content: a.Content, Version: h.Latest, ActionOutput: a.ActionOutput}, nil
 	}
 	return Current{Head: h, Content: h.Baseline}, nil
 }
@@ -296,6 +382,11 @@ func (s *Store) readDoc(r Ref, name string, n int) (Accepted, error) {
 	}
 	if a.Format != AcceptedFormat || a.Card != r.Card || a.Record != r.Name || a.Version != n {
 		return Accepted{}, fmt.Errorf("%s: accepted record does not match %s/%s version %d", p, r.Card, r.Name, n)
+	}
+	if a.ActionOutput != nil {
+		if err := a.ActionOutput.validate(a); err != nil {
+			return Accepted{}, fmt.Errorf("%s: invalid accepted record: %v", p, err)
+		}
 	}
 	return a, nil
 }
@@ -403,12 +494,29 @@ func (s *Store) Accept(r Ref, author string) (Accepted, error) {
 	if !h.Draft.Changed {
 		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrUnchanged)
 	}
-	return s.accept(r, h, h.Draft.Content, author)
+	return s.accept(r, h, h.Draft.Content, author, nil)
 }
 
 // AcceptContent directly accepts content as version Latest+1 without a
 // transient draft (Analyst/operator edits). An open draft conflicts.
 func (s *Store) AcceptContent(r Ref, content, author string) (Accepted, error) {
+	return s.acceptDirect(r, content, author, nil)
+}
+
+// AcceptActionOutput directly accepts an action node's output as version
+// Latest+1 with its provenance; the author is prov.Author() and the
+// provenance's Bytes and SHA256 are computed here from content. Like every
+// acceptance it may repeat the latest version's text. An open draft
+// conflicts.
+func (s *Store) AcceptActionOutput(r Ref, content string, prov ActionOutput) (Accepted, error) {
+	if err := prov.validateIdentity(); err != nil {
+		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, err)
+	}
+	prov.Bytes, prov.SHA256 = len(content), contentDigest(content)
+	return s.acceptDirect(r, content, prov.Author(), &prov)
+}
+
+func (s *Store) acceptDirect(r Ref, content, author string, prov *ActionOutput) (Accepted, error) {
 	if len(content) > MaxContentBytes {
 		return Accepted{}, fmt.Errorf("record %s/%s: content over %d bytes", r.Card, r.Name, MaxContentBytes)
 	}
@@ -419,15 +527,18 @@ func (s *Store) AcceptContent(r Ref, content, author string) (Accepted, error) {
 	if h.Draft != nil {
 		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrDraftOpen)
 	}
-	return s.accept(r, h, content, author)
+	return s.accept(r, h, content, author, prov)
 }
 
-func (s *Store) accept(r Ref, h Head, content, author string) (Accepted, error) {
+func (s *Store) accept(r Ref, h Head, content, author string, prov *ActionOutput) (Accepted, error) {
 	if strings.TrimSpace(content) == "" {
 		return Accepted{}, fmt.Errorf("record %s/%s: %w", r.Card, r.Name, ErrEmpty)
 	}
+	if prov == nil && strings.HasPrefix(author, ActionOutputAuthorPrefix) {
+		return Accepted{}, fmt.Errorf("record %s/%s: author %q: an action output is accepted only with its provenance", r.Card, r.Name, author)
+	}
 	a := Accepted{Format: AcceptedFormat, Card: r.Card, Record: r.Name, Version: h.Latest + 1,
-		Previous: h.LatestFile, Content: content, Author: author, AcceptedAt: s.now().UTC()}
+		Previous: h.LatestFile, Content: content, Author: author, AcceptedAt: s.now().UTC(), ActionOutput: prov}
 	data, err := json.Marshal(a)
 	if err != nil {
 		return Accepted{}, err

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/state"
 	"github.com/agentstack/agentstack/saivage/tools"
@@ -41,11 +42,13 @@ type operation struct {
 // opResult is what an operation completed with: the routable values, the
 // text offered to an output record, and the artifacts it published.
 type opResult struct {
-	data      map[string]any
-	summary   string
-	output    []byte // command stdout or the returned report text
-	outputErr error  // why output cannot be accepted (too large, unreadable)
-	artifacts []string
+	data    map[string]any
+	summary string
+	output  []byte // command stdout or the returned report text
+	// outputKind is records.OutputCommandStdout or OutputReturnedText.
+	outputKind string
+	outputErr  error // why output cannot be accepted (too large, unreadable)
+	artifacts  []string
 }
 
 // runAction executes an action node: gates, inputs, the operation, output
@@ -98,7 +101,8 @@ func (rt *Runtime) runAction(ctx context.Context, act *activation, name string, 
 				err = fmt.Errorf("output record %s changed while the action ran", nd.OutputRecord)
 			default:
 				rt.recordMu.Lock()
-				_, err = rt.p.Cards.Records().AcceptContent(outRef, text, "action-output:"+name+"/"+op.invocation)
+				_, err = rt.p.Cards.Records().AcceptActionOutput(outRef, text, records.ActionOutput{Node: name,
+					Operation: nd.Action, ContractVersion: nd.ContractVersion, Invocation: op.invocation, Output: res.outputKind})
 				rt.recordMu.Unlock()
 				if err != nil {
 					return nodeResult{}, err
@@ -288,7 +292,7 @@ func (rt *Runtime) shellRun(ctx context.Context, op operation, ev map[string]any
 		}
 	}
 	res := opResult{data: map[string]any{"exit_code": float64(code), "timed_out": timedOut},
-		artifacts: []string{"invocation.json", "stdout", "stderr"}}
+		artifacts: []string{"invocation.json", "stdout", "stderr"}, outputKind: records.OutputCommandStdout}
 	res.output, res.outputErr = readCapture(stdoutPath)
 	inv["stdout_bytes"] = len(res.output)
 	if err := writeJSONFile(filepath.Join(op.dir, "invocation.json"), inv); err != nil {
@@ -343,7 +347,7 @@ func readCapture(path string) ([]byte, error) {
 func (rt *Runtime) qualityRun(ctx context.Context, op operation, ev map[string]any) (opResult, error) {
 	analyzer := strings.TrimPrefix(op.action, "code_quality.")
 	if rt.opts.Quality == nil {
-		return opResult{}, fmt.Errorf("%s is unavailable: no code-quality analyzers are configured (set %s)", op.action, EnvQualityModules)
+		return opResult{}, fmt.Errorf("%s is unavailable: no code-quality analyzers are configured (set %s, or %s for Ruff alone)", op.action, EnvQualityModules, quality.EnvRuff)
 	}
 	var paths []string
 	if list, ok := op.config["paths"].([]any); ok {
@@ -368,7 +372,7 @@ func (rt *Runtime) qualityRun(ctx context.Context, op operation, ev map[string]a
 	return opResult{
 		data:    map[string]any{"errors": float64(rep.Errors()), "findings": float64(len(rep.Findings)), "files": float64(rep.Files)},
 		summary: fmt.Sprintf("%s: %d findings (%d errors) in %d files", op.action, len(rep.Findings), rep.Errors(), rep.Files),
-		output:  []byte(b.String()), artifacts: []string{"invocation.json", "report.json"},
+		output:  []byte(b.String()), outputKind: records.OutputReturnedText, artifacts: []string{"invocation.json", "report.json"},
 	}, nil
 }
 

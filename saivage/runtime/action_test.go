@@ -2,16 +2,23 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/quality"
+	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/runtime"
+	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // actionConfig inserts a shell.run node "check" between the root's plan and
@@ -110,11 +117,6 @@ func TestActionNodeRoutesOnExitCodeAndHookRunsAfterDone(t *testing.T) {
 	if c, v := e.record("project", "report"); v != 1 || c != "greeting=hello mode=strict card=project\r\n" {
 		t.Errorf("report = v%d %q", v, c)
 	}
-	ref, _ := e.p.Cards.RecordRef(context.Background(), "project", "report")
-	cur, _ := e.p.Cards.Records().Current(ref)
-	if h, _ := e.p.Cards.Records().Latest(ref, cur.Head); !strings.HasPrefix(h.Author, "action-output:check/") {
-		t.Errorf("report author = %q", h.Author)
-	}
 	// Evidence rows: entry, spawn, finish for the node and the hook.
 	var inv string
 	for _, typ := range []string{"action_entry", "action_spawn", "action_finish"} {
@@ -124,6 +126,10 @@ func TestActionNodeRoutesOnExitCodeAndHookRunsAfterDone(t *testing.T) {
 		}
 		inv = evs[0].Data["invocation"].(string)
 	}
+	// The accepted document embeds the exact action/output provenance.
+	text := "greeting=hello mode=strict card=project\r\n"
+	e.checkActionOutput("report", records.ActionOutput{Node: "check", Operation: "shell.run", ContractVersion: 1,
+		Invocation: inv, Output: records.OutputCommandStdout, Bytes: len(text), SHA256: sha256Hex(text)})
 	dir := filepath.Join(e.dir, ".saivage", "work", "cards", "project", "actions", inv)
 	for file, want := range map[string]string{"stderr": "warn\n", "invocation.json": `"exit_code": 0`} {
 		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || !strings.Contains(string(b), want) {
@@ -209,6 +215,7 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 	for _, tc := range []struct{ action, file, content, rule string }{
 		{"code_quality.python_ruff", "app/main.py", "import os\n\n\ndef hello():\n    return 'hi'\n", "F401"},
 		{"code_quality.javascript_eslint", "app/main.js", "export function hello() {\n  return greeting;\n}\n", "no-undef"},
+		{"code_quality.typescript_eslint", "app/main.ts", "export function hello(name: any): string {\n  return `hi ${name}`;\n}\n", "@typescript-eslint/no-explicit-any"},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
 			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{NodeModules: mods}},
@@ -246,6 +253,8 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 			if err != nil || !strings.Contains(string(invocation), `"`+tc.file+`"`) || !strings.Contains(string(invocation), `"exit_code": 0`) {
 				t.Errorf("invocation.json = %s, %v", invocation, err)
 			}
+			e.checkActionOutput("report", records.ActionOutput{Node: "check", Operation: tc.action, ContractVersion: 1,
+				Invocation: inv, Output: records.OutputReturnedText, Bytes: len(report), SHA256: sha256Hex(report)})
 		})
 	}
 }
@@ -323,4 +332,110 @@ func TestStopDuringActionSettlesAndWritesEvidence(t *testing.T) {
 	if st := e.status("project"); st != "running" {
 		t.Errorf("root after Stop = %s", st)
 	}
+}
+
+// eventTypes lists the app log's event types in order.
+func (e *env) eventTypes() []string {
+	e.t.Helper()
+	var out []string
+	_, err := e.p.Publisher.ReadJSONL(e.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
+		Validate: func(_ int, env state.Envelope) error {
+			for _, raw := range env.Rows {
+				var ev project.Event
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					return err
+				}
+				out = append(out, ev.Type)
+			}
+			return nil
+		}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// TestFailingHookAfterFailedKeepsOutcome: a FAILED publication (the
+// action's output could not be accepted) dispatches a hook declared for
+// failed after the outcome is published and before the run ends; the hook
+// failing leaves the card failed with its original reason.
+func TestFailingHookAfterFailedKeepsOutcome(t *testing.T) {
+	edit := actionConfig(`printf "\377"`, `cp .saivage/cards/project/head.json hook-saw-head.json; echo broken >&2; exit 9`)
+	e := newEnv(t, envOptions{initEdit: func(cfg string) string {
+		return strings.Replace(edit(cfg), "statuses: [done, blocked]", "statuses: [failed]", 1)
+	}})
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "check"}),
+		emit("done", "planned", nil),
+	)
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sum := e.waitRunEnded(); sum.Outcome != "failed" {
+		t.Fatalf("run = %+v", sum)
+	}
+	// The hook saw the card head that publishes FAILED: the final one.
+	saw, err := os.ReadFile(filepath.Join(e.dir, "hook-saw-head.json"))
+	if err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	if final, err := os.ReadFile(filepath.Join(e.dir, ".saivage", "cards", "project", "head.json")); err != nil || string(final) != string(saw) {
+		t.Errorf("the hook saw head %s, the final head is %s (%v)", saw, final, err)
+	}
+	h := e.events("hook_finished")
+	if len(h) != 1 || h[0].Data["ok"] != false || h[0].Data["status"] != "failed" || h[0].Data["data"].(map[string]any)["exit_code"] != float64(9) {
+		t.Fatalf("hook_finished = %+v", h)
+	}
+	// The outcome and its reason are the ones published before the hook.
+	if st := e.status("project"); st != "failed" {
+		t.Errorf("root after the hook is %s", st)
+	}
+	fin := e.events("card_finished")
+	if len(fin) != 1 || fin[0].Data["status"] != "failed" || !strings.Contains(fin[0].Data["reason"].(string), "UTF-8") {
+		t.Errorf("card_finished = %+v", fin)
+	}
+	if _, v := e.record("project", "report"); v != 0 {
+		t.Errorf("report accepted v%d", v)
+	}
+	// Order: the node's finish, the hook's rows, the outcome's delivery
+	// (card_finished), then the run's end.
+	var order []string
+	for _, typ := range e.eventTypes() {
+		switch typ {
+		case "action_finish", "card_finished", "hook_finished", "run_ended":
+			order = append(order, typ)
+		}
+	}
+	if want := []string{"action_finish", "action_finish", "hook_finished", "card_finished", "run_ended"}; !slices.Equal(order, want) {
+		t.Errorf("event order = %v, want %v", order, want)
+	}
+}
+
+// checkActionOutput checks the root's record name: its latest accepted
+// document carries want, and current, history and the exact version all
+// read the same content.
+func (e *env) checkActionOutput(name string, want records.ActionOutput) {
+	e.t.Helper()
+	ref, err := e.p.Cards.RecordRef(context.Background(), "project", name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rs := e.p.Cards.Records()
+	cur, err := rs.Current(ref)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := rs.Latest(ref, cur.Head)
+	if err != nil || a.ActionOutput == nil || *a.ActionOutput != want || a.Author != "action-output:"+want.Node+"/"+want.Invocation {
+		e.t.Fatalf("latest %s = %+v (provenance %+v), %v; want %+v", name, a, a.ActionOutput, err, want)
+	}
+	hist, err := rs.History(ref)
+	if err != nil || len(hist) == 0 || hist[len(hist)-1].Content != cur.Content || cur.Content != a.Content || sha256Hex(a.Content) != want.SHA256 {
+		e.t.Errorf("history/current of %s disagree: %+v, %q, %v", name, hist, cur.Content, err)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

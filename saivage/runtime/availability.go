@@ -20,15 +20,22 @@ import (
 // logical operation (one model call with its retries and its compaction
 // pass): four ordinary failures (rate limit, generic 5xx, network), or an
 // ordinary failure two hours after the first one, exhaust the candidate for
-// the rest of the operation, whatever its cooling says. Exact overloads
-// (llm.FailureCause "overloaded") cool 30 s doubling to 600 s outside that
-// budget and never exhaust: only the caller's context ends the wait.
+// the rest of the operation, whatever its cooling says. A rate limit whose
+// answer says when to come back (Retry-After: seconds or an HTTP date)
+// cools for that long, at most maxRetryAfter, instead of the fixed delay;
+// it still spends the budget. Exact overloads (llm.FailureCause
+// "overloaded") cool 30 s doubling to 600 s outside that budget and never
+// exhaust: only the caller's context ends the wait. An operation's summary
+// (compaction) calls share its budgets and the runtime's cooling.
 const (
 	// ordinaryBudget is how many ordinary failures exhaust a candidate.
 	ordinaryBudget = 4
 	// ordinaryWindow is how long after its first ordinary failure a
 	// candidate's budget lasts: the next ordinary failure exhausts it.
 	ordinaryWindow = 2 * time.Hour
+	// maxRetryAfter bounds the cooling a rate limit's Retry-After asks
+	// for, so a provider cannot park a candidate indefinitely.
+	maxRetryAfter = 600 * time.Second
 )
 
 // candidateRetry is the delay arithmetic of candidate cooling: 2, 4 and
@@ -143,9 +150,11 @@ func (op *callAvailability) waited(d time.Duration) { op.at = op.at.Add(d) }
 // failed records a failure of class c of target t at time at (the end of
 // the pass it happened in, the same for every attempt of that pass).
 // Overloads cool without touching the budget; ordinary failures consume it
-// and cool while it lasts; any other class that reaches here (a candidate
-// the gateway skipped: no key, no stream) exhausts the candidate.
-func (op *callAvailability) failed(t gateway.Target, c agent.ErrorClass, msg string, at time.Time) {
+// and cool while it lasts — a rate limit for its Retry-After (retryAfter,
+// the header as sent) when it gives one; any other class that reaches here
+// (a candidate the gateway skipped: no key, no stream) exhausts the
+// candidate.
+func (op *callAvailability) failed(t gateway.Target, c agent.ErrorClass, msg, retryAfter string, at time.Time) {
 	b := op.budget(t)
 	b.last = msg
 	op.av.mu.Lock()
@@ -165,7 +174,11 @@ func (op *callAvailability) failed(t gateway.Target, c agent.ErrorClass, msg str
 			b.exhausted = true
 			return
 		}
-		cl.until = at.Add(candidateRetry().TransientDelay(b.failures))
+		delay := candidateRetry().TransientDelay(b.failures)
+		if d := llm.ParseRetryAfter(retryAfter, at); c == agent.ErrRateLimit && d > 0 {
+			delay = min(d, maxRetryAfter)
+		}
+		cl.until = at.Add(delay)
 	default:
 		b.exhausted = true
 		return
@@ -232,7 +245,7 @@ func (op *callAvailability) settle(sent []*requestPlan, attempts []gateway.Attem
 		}
 		c := agent.Classify(err)
 		if retryable(c) && len(sent) > 0 {
-			op.failed(sent[0].member.Target, c, redact(err.Error()), at)
+			op.failed(sent[0].member.Target, c, redact(err.Error()), "", at)
 		}
 		return nil, c
 	}
@@ -244,10 +257,10 @@ func (op *callAvailability) settle(sent []*requestPlan, attempts []gateway.Attem
 		switch a.Outcome {
 		case gateway.OutcomeRetryable:
 			class = attemptClass(a)
-			op.failed(t, class, redact(a.Error), at)
+			op.failed(t, class, redact(a.Error), a.RetryAfter, at)
 		case gateway.OutcomeSkipped:
 			class = agent.ErrOther
-			op.failed(t, class, redact(a.Error), at)
+			op.failed(t, class, redact(a.Error), "", at)
 		default:
 			if i < len(attempts)-1 {
 				continue
@@ -259,7 +272,7 @@ func (op *callAvailability) settle(sent []*requestPlan, attempts []gateway.Attem
 			// The answer (or stream) of the last attempt is the error.
 			class = agent.Classify(err)
 			if retryable(class) {
-				op.failed(t, class, redact(err.Error()), at)
+				op.failed(t, class, redact(err.Error()), "", at)
 			}
 		}
 	}

@@ -46,6 +46,11 @@ func overloaded529() step {
 	return step{reply: llmtest.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "overloaded"}}
 }
 
+// rateLimited is a 429 whose answer carries retryAfter as its Retry-After.
+func rateLimited(retryAfter string) step {
+	return step{reply: llmtest.Reply{Status: 429, ErrorCode: "rate_limit_exceeded", ErrorMessage: "slow down", RetryAfter: retryAfter}}
+}
+
 func failing(status int) step {
 	return step{reply: llmtest.Reply{Status: status, ErrorMessage: "boom"}}
 }
@@ -129,6 +134,32 @@ func TestCandidateAvailability(t *testing.T) {
 		models: "tier-5 tier-5",
 		waits:  []time.Duration{2 * s},
 		err:    "gateway/tier-5 failed 2 times over two hours (last: HTTP 500)",
+	}, {
+		name:   "a rate limit's Retry-After in seconds sets its cooling",
+		single: true,
+		script: map[string][]step{"tier-5": {rateLimited("45"), rateLimited("7")}},
+		models: "tier-5 tier-5 tier-5",
+		waits:  []time.Duration{45 * s, 7 * s},
+	}, {
+		name:   "a rate limit's Retry-After as an HTTP date sets its cooling",
+		single: true,
+		// The clock reads 12:00:00.
+		script: map[string][]step{"tier-5": {rateLimited("Wed, 02 Dec 2026 12:01:30 GMT")}},
+		models: "tier-5 tier-5",
+		waits:  []time.Duration{90 * s},
+	}, {
+		name:   "a Retry-After is bounded at 600 s and a malformed one keeps the fixed delay",
+		single: true,
+		script: map[string][]step{"tier-5": {rateLimited("86400"), rateLimited("soon")}},
+		models: "tier-5 tier-5 tier-5",
+		waits:  []time.Duration{600 * s, 4 * s},
+	}, {
+		name:   "rate limits with a Retry-After still spend the finite budget",
+		single: true,
+		script: map[string][]step{"tier-5": {rateLimited("5"), rateLimited("5"), rateLimited("5"), rateLimited("5")}},
+		models: "tier-5 tier-5 tier-5 tier-5",
+		waits:  []time.Duration{5 * s, 5 * s, 5 * s},
+		err:    "gateway/tier-5 failed 4 times (last: HTTP 429)",
 	}, {
 		name: "the pinned content-policy pass waits out overloads of the refusing candidate alone",
 		script: map[string][]step{"tier-5": {

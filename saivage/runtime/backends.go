@@ -67,11 +67,23 @@ func (o *Options) BackendsFromEnv(lookup func(string) (string, bool)) error {
 		}
 		o.Retrieval = r
 	}
-	if v, ok := lookup(EnvQualityModules); ok && v != "" && o.Quality == nil {
-		if st, err := os.Stat(v); err != nil || !st.IsDir() {
-			return fmt.Errorf("%s: %s is not a directory", EnvQualityModules, v)
+	if o.Quality == nil {
+		// The analyzers run from the node modules, or Ruff alone from a
+		// native executable (SAIVAGE_QUALITY_RUFF or ruff on PATH).
+		mods, _ := lookup(EnvQualityModules)
+		if st, err := os.Stat(mods); mods != "" && (err != nil || !st.IsDir()) {
+			return fmt.Errorf("%s: %s is not a directory", EnvQualityModules, mods)
 		}
-		o.Quality = quality.Runner{NodeModules: v}
+		q := quality.Runner{NodeModules: mods}
+		if v, _ := lookup(quality.EnvRuff); v != "" {
+			q.Ruff = v
+			if err := q.Available(quality.PythonRuff); err != nil {
+				return fmt.Errorf("%s: %w", quality.EnvRuff, err)
+			}
+		}
+		if mods != "" || q.Available(quality.PythonRuff) == nil {
+			o.Quality = q
+		}
 	}
 	if v, ok := lookup(EnvFailedRequestDiagnostics); ok && v != "" && o.FailedRequests == nil {
 		if v != "1" {

@@ -64,7 +64,7 @@ func TestCodexCacheKeyFollowsTheInvocationOwner(t *testing.T) {
 		t.Helper()
 		iv := &invoker{rt: rt, route: route, sess: sess}
 		req := &llm.ChatRequest{Model: route.Public, Messages: []llm.Message{{Role: "user", Content: "hi"}}}
-		if _, _, err := iv.send(ctx, req, nil, kind); err != nil {
+		if _, _, err := iv.send(ctx, rt.avail.operation(), req, nil, kind); err != nil {
 			t.Fatalf("%s %s: %v", sess.id, kind, err)
 		}
 	}

@@ -223,15 +223,29 @@ func (m compactMode) prefer(best, cand *candidate) bool {
 	return cand.size < best.size || (m == compactLocalExact && cand.size == best.size)
 }
 
-// maintain runs the compaction mode asks for when it applies and returns
-// the conversation to send: msgs unchanged (compacted false) when nothing
-// was published. A preventive compaction applies when compaction is enabled
+// compaction is one compaction pass of a logical operation (one primary
+// model call).
+type compaction struct {
+	mode compactMode
+	// op is the operation's availability: its summary calls wait for,
+	// update and respect the same cooling and finite budgets as its
+	// primary attempts.
+	op *callAvailability
+	// rejected is the plan the provider rejected as too long (the
+	// authoritative pass only): its member's own usable input is the
+	// target.
+	rejected *requestPlan
+}
+
+// maintain runs the compaction c asks for when it applies and returns the
+// conversation to send: msgs unchanged (compacted false) when nothing was
+// published. A preventive compaction applies when compaction is enabled
 // and msgs reach the route's trigger; the other modes always try.
-func (iv *invoker) maintain(ctx context.Context, mode compactMode, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, bool, error) {
-	if mode == compactPreventive && (!iv.rt.models.compaction.Enabled || !iv.route.Budget.Over(agent.EstimateTokens(msgs, tools))) {
+func (iv *invoker) maintain(ctx context.Context, c compaction, msgs []llm.Message, tools []llm.Tool) ([]llm.Message, bool, error) {
+	if c.mode == compactPreventive && (!iv.rt.models.compaction.Enabled || !iv.route.Budget.Over(agent.EstimateTokens(msgs, tools))) {
 		return msgs, false, nil
 	}
-	covered, err := iv.compact(ctx, mode, tools)
+	covered, err := iv.compact(ctx, c, tools)
 	if err != nil || covered == 0 {
 		return msgs, false, err
 	}
@@ -268,13 +282,15 @@ type candidate struct {
 // of the exact request, a tie to the furthest endpoint. Authoritative
 // (after a context rejection): the first with fewer tokens. No-smaller
 // publishes nothing. Each summary request is admitted exactly against the
-// summarizer's usable input (agent.Refine). After the summarizer's first
+// summarizer's usable input (agent.Refine) and sent through the candidate
+// availability of c's operation (send). After the summarizer's first
 // policy refusal, when the call budget runs out or when no summary request
 // can be admitted, no more summary calls are made and a declared omission
 // stands at the same endpoints; any other summarizer failure with
 // no candidate is a CompactionBlockedError. It returns how many rows were
 // folded (0 when nothing was published).
-func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.Tool) (int, error) {
+func (iv *invoker) compact(ctx context.Context, c compaction, tools []llm.Tool) (int, error) {
+	mode := c.mode
 	cur, err := iv.sess.current()
 	if err != nil {
 		return 0, err
@@ -283,7 +299,7 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 	lead := inherited(rows)
 	comp := iv.rt.models.compaction
 	desc := iv.descriptor(ctx)
-	usable := iv.targetUsable(mode, rows, desc, tools)
+	usable := iv.targetUsable(c, rows, desc, tools)
 	tailBytes := int(comp.TailFraction * float64(usable) * 4)
 	if mode == compactAuthoritative || tailBytes <= 0 {
 		total := 0
@@ -318,7 +334,8 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 		g := decodeContent(rows[0])
 		acc, inheritedObs = g.Text, g.Observations
 	}
-	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Fits: iv.summaryFits, Send: iv.foldSend}
+	refine := &agent.Refine{Usable: iv.summaryUsable(), Request: iv.summaryRequest, Fits: iv.summaryFits,
+		Send: func(ctx context.Context, req *llm.ChatRequest) (string, error) { return iv.foldSend(ctx, c.op, req) }}
 	pos, unavailable := lead, ""
 	var best *candidate
 	var failure error
@@ -402,15 +419,26 @@ func (iv *invoker) compact(ctx context.Context, mode compactMode, tools []llm.To
 }
 
 // targetUsable is the usable input a compaction's tail target is a
-// fraction of. Preventive maintenance (and the authoritative pass, whose
-// tail is at most half the history anyway) uses the binding's: the largest
+// fraction of. Preventive maintenance uses the binding's: the largest
 // positive usable input of the route's candidates, against which the
-// actor-visible weight triggered it. The local-exact pass runs because no
-// capable candidate admitted its own plan, so it targets those
-// candidates' own usable input floor(U×C)−O — the largest of them —
-// never a larger window of a candidate that cannot take the request.
-func (iv *invoker) targetUsable(mode compactMode, rows []conversations.Row, snap stateSnapshot, tools []llm.Tool) int {
-	if mode != compactLocalExact {
+// actor-visible weight triggered it. The authoritative pass follows a
+// provider's context rejection of one member's plan, and that member is
+// retried first: it targets that member's own usable input floor(U×C)−O
+// (with the output limit its plan carried), not the route's largest
+// window. The local-exact pass runs because no capable candidate admitted
+// its own plan, so it targets those candidates' own usable input — the
+// largest of them — never a larger window of a candidate that cannot take
+// the request. An unknown window falls back to the binding's.
+func (iv *invoker) targetUsable(c compaction, rows []conversations.Row, snap stateSnapshot, tools []llm.Tool) int {
+	switch c.mode {
+	case compactPreventive:
+		return iv.route.UsableInput
+	case compactAuthoritative:
+		if c.rejected != nil {
+			if u := c.rejected.budget.UsableInput(); u > 0 {
+				return u
+			}
+		}
 		return iv.route.UsableInput
 	}
 	members, _ := capable(iv.route, iv.primary(iv.project(rows, snap), tools))
@@ -599,8 +627,8 @@ func (iv *invoker) summaryRequest(acc string, source []agent.SourcePart, correct
 // foldSend sends one admitted summary request. An empty reply, a tool call
 // or a reply cut at its length limit returns "" so Refine may correct it
 // once.
-func (iv *invoker) foldSend(ctx context.Context, req *llm.ChatRequest) (string, error) {
-	resp, attempts, err := iv.send(ctx, req, nil, "summary")
+func (iv *invoker) foldSend(ctx context.Context, op *callAvailability, req *llm.ChatRequest) (string, error) {
+	resp, attempts, err := iv.send(ctx, op, req, nil, "summary")
 	if err != nil {
 		if classify(err, attempts) == agent.ErrContentPolicy {
 			return "", fmt.Errorf("%w: %w", errSummaryRefused, err)

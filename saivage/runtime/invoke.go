@@ -71,6 +71,12 @@ type attemptEvidence struct {
 	Status   int    `json:"status,omitempty"`
 	Outcome  string `json:"outcome"`
 	Error    string `json:"error,omitempty"`
+	// Code and Type are the structured code and type of the error object
+	// the attempt's answer carried, what its failure was classified by.
+	Code string `json:"code,omitempty"`
+	Type string `json:"type,omitempty"`
+	// RetryAfter is the answer's Retry-After header as sent.
+	RetryAfter string `json:"retry_after,omitempty"`
 	// RequestSHA256 is the hash of the plan this attempt sent.
 	RequestSHA256 string `json:"request_sha256,omitempty"`
 }
@@ -115,20 +121,21 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		}
 		defer release()
 	}
+	// op is the call's availability: process-local cooling of the
+	// candidates and this operation's finite budgets (availability.go),
+	// which the summary calls of its compactions share.
+	op := iv.rt.avail.operation()
 	msgs, err := iv.messages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if msgs, _, err = iv.maintain(ctx, compactPreventive, msgs, req.Tools); err != nil {
+	if msgs, _, err = iv.maintain(ctx, compaction{mode: compactPreventive, op: op}, msgs, req.Tools); err != nil {
 		return nil, err
 	}
-	adm, msgs, err := iv.admit(ctx, msgs, req.Tools)
+	adm, msgs, err := iv.admit(ctx, op, msgs, req.Tools)
 	if err != nil {
 		return nil, err
 	}
-	// op is the call's availability: process-local cooling of the route's
-	// candidates and this operation's finite budgets (availability.go).
-	op := iv.rt.avail.operation()
 	compacted := false
 	// pin is the plan of the candidate that refused on content-policy
 	// grounds: the one further pass sends it alone, byte for byte, waiting
@@ -139,18 +146,9 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		if pin != nil {
 			retained = []*requestPlan{pin}
 		}
-		// Ready candidates go first; a cooling one waits its turn and an
-		// exhausted one is never reopened, whatever its cooling says.
-		sent, wait, live := op.schedule(retained)
-		if !live {
-			return nil, op.exhaustedError(iv.route.Name, retained, pin != nil)
-		}
-		if len(sent) == 0 {
-			if err := iv.backoff(ctx, wait); err != nil {
-				return nil, err
-			}
-			op.waited(wait)
-			continue
+		sent, err := iv.ready(ctx, op, retained, iv.route.Name, pin != nil)
+		if err != nil {
+			return nil, err
 		}
 		iv.rt.observe(Observation{Kind: ObsModelCall, Session: iv.sess.id})
 		resp, attempts, err := iv.sendPlans(ctx, "primary", iv.route.Public, sent, onChunk)
@@ -182,7 +180,8 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 				return nil, fmt.Errorf("a context rejection without an attempt: %w", err)
 			}
 			compacted = true
-			next, ok, cerr := iv.maintain(ctx, compactAuthoritative, msgs, req.Tools)
+			// The pass targets the rejecting member's own usable input.
+			next, ok, cerr := iv.maintain(ctx, compaction{mode: compactAuthoritative, op: op, rejected: last}, msgs, req.Tools)
 			if cerr != nil {
 				return nil, cerr
 			}
@@ -214,6 +213,27 @@ func (iv *invoker) ChatStream(ctx context.Context, req *llm.ChatRequest, onChunk
 		default:
 			return nil, err
 		}
+	}
+}
+
+// ready returns the plans of a pass, in their order: the ones whose
+// candidate is ready. A cooling one waits its turn — when none is ready
+// it waits (abortably) for the earliest cooling to end — and an exhausted
+// one is never reopened, whatever its cooling says; when every candidate
+// is exhausted it returns the error naming route and each last failure.
+func (iv *invoker) ready(ctx context.Context, op *callAvailability, plans []*requestPlan, route string, pinned bool) ([]*requestPlan, error) {
+	for {
+		sent, wait, live := op.schedule(plans)
+		if !live {
+			return nil, op.exhaustedError(route, plans, pinned)
+		}
+		if len(sent) > 0 {
+			return sent, nil
+		}
+		if err := iv.backoff(ctx, wait); err != nil {
+			return nil, err
+		}
+		op.waited(wait)
 	}
 }
 
@@ -250,8 +270,14 @@ func (iv *invoker) sendPlans(ctx context.Context, kind, public string, plans []*
 // send performs a request outside a primary turn (a summary fold, whose
 // model is the session's route or the summarizer) as request plans of
 // that route's capable members, each admitted against its own usable
-// input, and records its evidence.
-func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
+// input, and records the evidence of each pass. It goes through the
+// availability of op, the logical operation it belongs to: only ready
+// candidates are sent, in route order (one cooling after an overload
+// yields to a ready alternative); with none ready it waits for the
+// earliest cooling; each failure cools or spends its candidate's budget
+// and is tried again until every candidate is exhausted. Any other
+// failure (a refusal, a rejection) is returned with the pass's attempts.
+func (iv *invoker) send(ctx context.Context, op *callAvailability, creq *llm.ChatRequest, onChunk func(llm.StreamChunk) error, kind string) (*llm.ChatResponse, []gateway.AttemptRecord, error) {
 	rb := iv.route
 	if s := iv.rt.models.summarizer; s != "" && creq.Model == s {
 		rb = iv.rt.models.summary
@@ -271,7 +297,28 @@ func (iv *invoker) send(ctx context.Context, creq *llm.ChatRequest, onChunk func
 		need, usable := tooLarge(a.refused)
 		return nil, nil, fmt.Errorf("the %s request needs about %d tokens, more than the usable input of %d: it was not sent", kind, need, usable)
 	}
-	return iv.sendPlans(ctx, kind, rb.Public, a.admitted, onChunk)
+	for {
+		sent, err := iv.ready(ctx, op, a.admitted, rb.Name, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, attempts, err := iv.sendPlans(ctx, kind, rb.Public, sent, onChunk)
+		if ie := (*gateway.IntegrityError)(nil); errors.As(err, &ie) {
+			return nil, nil, err
+		}
+		if err == nil {
+			if ctx.Err() == nil {
+				op.settle(sent, attempts, nil, iv.rt.redact)
+			}
+			return resp, attempts, nil
+		}
+		if ctx.Err() != nil {
+			return nil, attempts, context.Cause(ctx)
+		}
+		if _, class := op.settle(sent, attempts, err, iv.rt.redact); !retryable(class) {
+			return nil, attempts, err
+		}
+	}
 }
 
 // evidence writes one exchange's evidence row (and, for a primary call,
@@ -284,8 +331,15 @@ func (iv *invoker) evidence(start time.Time, kind string, shown *requestPlan, re
 		Provider: rec.Provider, UpstreamModel: rec.UpstreamModel, Status: rec.Status, Outcome: string(rec.Outcome),
 		DurationMS: time.Since(start).Milliseconds(), RequestBytes: len(shown.plan.Body), RequestSHA256: shown.plan.Hash(),
 		Messages: len(creq.Messages), Tools: len(creq.Tools), Attempts: []attemptEvidence{}}
-	for _, a := range attempts {
-		ev := attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error}
+	for i, a := range attempts {
+		ev := attemptEvidence{Provider: a.Provider, Model: a.UpstreamModel, Status: a.Status, Outcome: string(a.Outcome), Error: a.Error,
+			Code: a.Code, Type: a.Type, RetryAfter: a.RetryAfter}
+		// The gateway passes the last attempt's own rejection through
+		// (and keeps no cause for it): the error returned is its answer.
+		if ae := (*llm.APIError)(nil); i == len(attempts)-1 && a.Code == "" && a.Type == "" &&
+			a.Outcome != gateway.OutcomeRetryable && a.Outcome != gateway.OutcomeSkipped && errors.As(err, &ae) {
+			ev.Code, ev.Type = ae.Code, ae.Type
+		}
 		if p := planFor(plans, a.Provider, a.UpstreamModel); p != nil {
 			ev.RequestSHA256 = p.plan.Hash()
 		}

@@ -148,15 +148,16 @@ func tooLarge(refused []*requestPlan) (need, usable int) {
 // compaction rebuilds the projection and the members are admitted again;
 // when still none fits the request is refused without being sent (one
 // local pass, never a second). Members that do not fit while others do
-// are not sent to; they stay in the admission as context-failed.
-func (iv *invoker) admit(ctx context.Context, msgs []llm.Message, tools []llm.Tool) (*admission, []llm.Message, error) {
+// are not sent to; they stay in the admission as context-failed. op is the
+// logical operation the compaction's summary calls belong to.
+func (iv *invoker) admit(ctx context.Context, op *callAvailability, msgs []llm.Message, tools []llm.Tool) (*admission, []llm.Message, error) {
 	a, err := iv.admitProjection(msgs, tools)
 	if err != nil {
 		return nil, nil, err
 	}
 	compacted := false
 	if len(a.admitted) == 0 {
-		next, ok, err := iv.maintain(ctx, compactLocalExact, msgs, tools)
+		next, ok, err := iv.maintain(ctx, compaction{mode: compactLocalExact, op: op}, msgs, tools)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -106,7 +106,7 @@ func TestAdmittedPlanBytesReachTheProvider(t *testing.T) {
 	ctx := context.Background()
 	msgs := []llm.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hello there"}}
 
-	adm, _, err := iv.admit(ctx, msgs, nil)
+	adm, _, err := iv.admit(ctx, iv.rt.avail.operation(), msgs, nil)
 	if err != nil || len(adm.admitted) != 2 {
 		t.Fatalf("admission = %+v, %v", adm, err)
 	}
@@ -123,7 +123,7 @@ func TestAdmittedPlanBytesReachTheProvider(t *testing.T) {
 	}
 
 	// Alter the admitted bytes in place, as an aliasing defect would.
-	tampered, _, err := iv.admit(ctx, msgs, nil)
+	tampered, _, err := iv.admit(ctx, iv.rt.avail.operation(), msgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ models:
 		t.Run(tc.name, func(t *testing.T) {
 			rb, _ := m.Route(tc.route)
 			iv := &invoker{rt: &Runtime{models: m}, route: rb, sess: &session{id: "s"}}
-			adm, _, err := iv.admit(context.Background(), tc.msgs, tc.tools)
+			adm, _, err := iv.admit(context.Background(), newAvailability(nil).operation(), tc.msgs, tc.tools)
 			if err != nil {
 				if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p/text") {
 					t.Fatalf("err = %v, want %q", err, tc.want)
@@ -212,7 +212,7 @@ func TestSummaryFoldIsAPlanOfTheSummarizer(t *testing.T) {
 	route, _ := rt.models.Route("default")
 	sess := rt.cardSession("project", "planner")
 	iv := &invoker{rt: rt, route: route, sess: sess}
-	if _, err := iv.foldSend(context.Background(), iv.summaryRequest("", []agent.SourcePart{{Text: "USER: build it"}}, false)); err != nil {
+	if _, err := iv.foldSend(context.Background(), iv.rt.avail.operation(), iv.summaryRequest("", []agent.SourcePart{{Text: "USER: build it"}}, false)); err != nil {
 		t.Fatal(err)
 	}
 	got := prov.received()
@@ -254,7 +254,7 @@ models:
 	}
 	rb, _ := m.Route("default")
 	iv := &invoker{rt: &Runtime{models: m}, route: rb, sess: &session{id: "agent:planner:project"}}
-	adm, _, err := iv.admit(context.Background(), []llm.Message{{Role: "user", Content: "hi"}}, nil)
+	adm, _, err := iv.admit(context.Background(), newAvailability(nil).operation(), []llm.Message{{Role: "user", Content: "hi"}}, nil)
 	if err != nil || len(adm.admitted) != 2 {
 		t.Fatalf("admission %+v %v", adm, err)
 	}

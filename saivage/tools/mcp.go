@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -52,8 +53,14 @@ type MCPServers struct {
 	// pins are the catalogs it bound, which survive stop and restart.
 	frozen bool
 	pins   map[string]mcpPin
+	// fenced names the stdio servers stopped because a call was abandoned
+	// at the invoke deadline, with the reason Status reports until the
+	// next start.
+	fenced map[string]string
 	// StartBudget replaces MCPStartBudget when positive (tests).
 	StartBudget time.Duration
+	// InvokeDeadline replaces MCPInvokeDeadline when positive (tests).
+	InvokeDeadline time.Duration
 }
 
 // stdioRoots is the MCP roots offered to a stdio server running in dir:
@@ -72,11 +79,18 @@ func (m *MCPServers) startBudget() time.Duration {
 	return MCPStartBudget
 }
 
+func (m *MCPServers) invokeDeadline() time.Duration {
+	if m.InvokeDeadline > 0 {
+		return m.InvokeDeadline
+	}
+	return MCPInvokeDeadline
+}
+
 // NewMCPServers prepares the enabled servers of cfg; commands run in dir.
 func NewMCPServers(servers map[string]config.MCPServer, dir string, logger *slog.Logger) *MCPServers {
 	m := &MCPServers{cfgs: map[string]mcpbridge.ServerConfig{}, auto: map[string]bool{}, bridges: map[string]*mcpbridge.Bridge{}, log: logger,
 		dir: dir, yaml: map[string]bool{}, dynamic: map[string]MCPDefinition{}, catalogs: map[string]mcpCatalog{},
-		pins: map[string]mcpPin{}}
+		pins: map[string]mcpPin{}, fenced: map[string]string{}}
 	for name, s := range servers {
 		m.yaml[name] = true
 		if s.Disabled {
@@ -110,6 +124,7 @@ func (m *MCPServers) startLocked(name string) *mcpbridge.Bridge {
 		ClientName: "saivage", MaxMessageBytes: MCPMaxWire})
 	b.Start(context.Background())
 	m.bridges[name] = b
+	delete(m.fenced, name)
 	return b
 }
 
@@ -126,6 +141,8 @@ func (m *MCPServers) Status() []MCPStatus {
 			if m.frozen {
 				st.Tools = len(m.exposedLocked(name, b))
 			}
+		} else if reason, ok := m.fenced[name]; ok {
+			st.State, st.LastError = "stopped", reason
 		}
 		out = append(out, st)
 	}
@@ -234,10 +251,14 @@ func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawM
 			if err := validateArgs(t.Spec().Parameters, args); err != nil {
 				return failf("%s.%s: %v", name, tool, err), nil
 			}
-			cctx, cancel := context.WithTimeout(ctx, MCPInvokeDeadline)
+			deadline := m.invokeDeadline()
+			cctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			res, err := t.Call(cctx, args)
 			if err != nil {
+				if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+					return res, m.abandoned(name, tool, b, deadline)
+				}
 				return res, err
 			}
 			return projectResult(res), nil
@@ -247,6 +268,30 @@ func (m *MCPServers) Call(ctx context.Context, name, tool string, args json.RawM
 		return agent.ToolResult{}, fmt.Errorf("MCP server %q tool %q is not in its bound catalog: %w", name, tool, ErrMCPCatalogFrozen)
 	}
 	return agent.ToolResult{}, fmt.Errorf("MCP server %q has no ready tool %q (see mcp_tools)", name, tool)
+}
+
+// abandoned reports a call ended at the invoke deadline. Over HTTP the
+// abort is request-local and the connection stays. Over stdio the server
+// may still be working on the abandoned request, so its connection admits
+// nothing more: the server is stopped (its process contained and joined)
+// and is not restarted automatically.
+func (m *MCPServers) abandoned(name, tool string, b *mcpbridge.Bridge, deadline time.Duration) error {
+	msg := fmt.Sprintf("MCP server %q tool %q did not answer within the %s invoke deadline; the call was abandoned", name, tool, deadline)
+	m.mu.Lock()
+	stdio := m.cfgs[name].Transport() == "stdio"
+	fence := stdio && m.bridges[name] == b
+	if fence {
+		m.takeLocked(name)
+		m.fenced[name] = msg + "; the server was stopped"
+	}
+	m.mu.Unlock()
+	if !stdio {
+		return errors.New(msg + " (the connection stays open)")
+	}
+	if err := closeBridge(name, b); err != nil {
+		return fmt.Errorf("%s, and stopping the server failed: %w", msg, err)
+	}
+	return errors.New(msg + "; an abandoned stdio call fences its connection, so the server was stopped: restart it with mcp_server_control")
 }
 
 // Close stops every server.

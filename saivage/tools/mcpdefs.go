@@ -298,6 +298,7 @@ func (m *MCPServers) takeLocked(name string) *mcpbridge.Bridge {
 	b := m.bridges[name]
 	delete(m.bridges, name)
 	delete(m.catalogs, name)
+	delete(m.fenced, name)
 	return b
 }
 

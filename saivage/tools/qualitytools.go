@@ -37,7 +37,7 @@ func qualityTool(analyzer string) factory {
 				Paths []string `json:"paths,omitempty"`
 			}) (agent.ToolResult, error) {
 				if env.Quality == nil {
-					return unavailable(name, "no code-quality analyzers are configured (set SAIVAGE_QUALITY_NODE_MODULES)"), nil
+					return unavailable(name, "no code-quality analyzers are configured (set SAIVAGE_QUALITY_NODE_MODULES, or SAIVAGE_QUALITY_RUFF for Ruff alone)"), nil
 				}
 				if err := env.Quality.Available(analyzer); err != nil {
 					return unavailable(name, strings.TrimPrefix(err.Error(), quality.ErrUnavailable.Error()+": ")), nil

@@ -38,6 +38,8 @@ type recordVersion struct {
 	AcceptedAt time.Time `json:"accepted_at"`
 	Bytes      int       `json:"bytes"`
 	Locator    string    `json:"locator"`
+	// ActionOutput is an action output's provenance.
+	ActionOutput *records.ActionOutput `json:"action_output,omitempty"`
 }
 
 func listVersionsTool(env *Env) agent.Tool {
@@ -56,7 +58,7 @@ func listVersionsTool(env *Env) agent.Tool {
 				out := []recordVersion{}
 				for _, h := range hist {
 					out = append(out, recordVersion{Version: h.Version, Author: h.Author, AcceptedAt: h.AcceptedAt, Bytes: len(h.Content),
-						Locator: recordPath{Card: a.CardID, Name: a.Record, Version: h.Version}.String()})
+						Locator: recordPath{Card: a.CardID, Name: a.Record, Version: h.Version}.String(), ActionOutput: h.ActionOutput})
 				}
 				return jsonResult(map[string]any{"card": a.CardID, "record": a.Record, "versions": out}), nil
 			}
