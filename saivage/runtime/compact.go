@@ -214,9 +214,13 @@ func (m compactMode) measureName() string {
 
 // prefer reports whether cand, a qualifying candidate at a later endpoint
 // than best, replaces it: when it is smaller, or for local-exact when it
-// ties (a tie goes to the furthest endpoint).
+// ties (a tie goes to the furthest endpoint). A completed ordinary
+// candidate precedes a declared omission, however small.
 func (m compactMode) prefer(best, cand *candidate) bool {
-	return best == nil || cand.size < best.size || (m == compactLocalExact && cand.size == best.size)
+	if best == nil || best.omitted != cand.omitted {
+		return best == nil || best.omitted
+	}
+	return cand.size < best.size || (m == compactLocalExact && cand.size == best.size)
 }
 
 // compaction is one compaction pass of a logical operation (one primary
