@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // TestBenchSmoke runs every case at a small scale and checks the figures
 // the report promises exist and hold together.
 func TestBenchSmoke(t *testing.T) {
-	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), Items: 500, Events: 300, Messages: 1500, Samples: 3})
+	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), Items: 500, Events: 300, Messages: 1500, Samples: 3, Repeats: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +26,14 @@ func TestBenchSmoke(t *testing.T) {
 	if c := rep.List.C; c != nil && (c.Median <= 0 || !(rep.List.RatioP10 <= rep.List.Ratio && rep.List.Ratio <= rep.List.RatioP90) || rep.List.RatioP10 <= 0) {
 		t.Fatalf("list against C %+v, C %+v", rep.List, c)
 	}
-	if rep.Reminders.Events != 300 || rep.Reminders.Created != 300 || rep.Reminders.FirstMs <= 0 {
-		t.Fatalf("reminders %+v", rep.Reminders)
+	rm := rep.Reminders
+	if rm.Events != 300 || rm.Created != 300 || rm.FirstMs <= 0 || rm.Repeats != 3 || len(rm.FirstSamples) != 3 || len(rm.UnchangedSamples) != 3 {
+		t.Fatalf("reminders %+v", rm)
+	}
+	// Each run creates into a new store (an unchanged pass would create
+	// nothing), and the reported figures are the samples' medians.
+	if sorted := slices.Sorted(slices.Values(rm.FirstSamples)); rm.FirstMs != sorted[1] {
+		t.Fatalf("first pass %v ms is not the median of %v", rm.FirstMs, rm.FirstSamples)
 	}
 	s := rep.Scan
 	if s == nil || s.Report.Analysed > 50 || s.Report.Pool == 0 || s.ModelCalls != int64(s.Report.ModelCalls) || s.Report.Analysed == 0 {
