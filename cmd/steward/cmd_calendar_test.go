@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,19 +132,34 @@ func TestContactsIndexCommandAndMCP(t *testing.T) {
 	}
 }
 
+// TestMCPConnectorsBeforeFirstIndex: before the first index a tool says
+// why: "not configured" (one line) while no source is, "not built yet"
+// once one is.
 func TestMCPConnectorsBeforeFirstIndex(t *testing.T) {
-	env, _, _, _ := pimEnv(t)
 	ctx := context.Background()
-	for name, factory := range map[string]mcpServerFactory{"calendar": calendarMCP, "contacts": contactsMCP} {
-		server, err := factory(ctx, env)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+	for _, configured := range []bool{false, true} {
+		env, home, _, _ := pimEnv(t)
+		want := "not configured: no %s sources"
+		if configured {
+			pimWrite(t, filepath.Join(home, "calendar.yaml"), "embed: off\nsources:\n  - {name: ics, kind: ics, path: "+filepath.Join(home, "cal.ics")+"}\n")
+			pimWrite(t, filepath.Join(home, "contacts.yaml"), "embed: off\nsources:\n  - {name: dav, kind: vcard, path: "+filepath.Join(home, "vcards")+"}\n")
+			want = "%s index not built yet"
 		}
-		cs := mcptooltest.Connect(t, server)
-		tool := map[string]string{"calendar": "list_calendars", "contacts": "search_contacts"}[name]
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
-		if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "not built yet") {
-			t.Errorf("%s before indexing: %v %+v", name, err, res)
+		for name, factory := range map[string]mcpServerFactory{"calendar": calendarMCP, "contacts": contactsMCP} {
+			server, err := factory(ctx, env)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			cs := mcptooltest.Connect(t, server)
+			tool := map[string]string{"calendar": "list_calendars", "contacts": "search_contacts"}[name]
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+			if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, fmt.Sprintf(want, name)) {
+				t.Errorf("%s before indexing (configured %v): %v %+v", name, configured, err, res)
+				continue
+			}
+			if text := res.Content[0].(*mcp.TextContent).Text; strings.Contains(text, "for example") {
+				t.Errorf("%s: the tool error carries the configuration example: %q", name, text)
+			}
 		}
 	}
 }

@@ -147,19 +147,61 @@ func (p pimConnector[C]) run(ctx context.Context, env *cliEnv, args []string, j 
 }
 
 // queryEmbedder returns the index path and the embedder for an MCP
-// server's queries. A configuration that does not load leaves the gateway
-// default: the server must start even so, and its tools say what is wrong.
-func (p pimConnector[C]) queryEmbedder(env *cliEnv) (indexPath string, emb vecindex.Embedder, err error) {
+// server's queries, and unconfigured, the reason when no source is
+// configured (nil otherwise). A configuration that does not load leaves
+// the gateway default: the server must start even so, and its tools say
+// what is wrong.
+func (p pimConnector[C]) queryEmbedder(env *cliEnv) (indexPath string, emb vecindex.Embedder, unconfigured error, err error) {
 	cfg, configPath, indexPath, err := p.files(env)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	setting := ""
-	if c, err := p.loadConfig(configPath); err == nil {
+	c, err := p.loadConfig(configPath)
+	switch {
+	case err == nil:
 		setting = p.embedSetting(c)
+	case errors.Is(err, localsource.ErrNotConfigured):
+		unconfigured = err
 	}
-	return indexPath, newLocalEmbedder(cfg, setting, p.name+"-mcp", "query-embed", 10*time.Second), nil
+	return indexPath, newLocalEmbedder(cfg, setting, p.name+"-mcp", "query-embed", 10*time.Second), unconfigured, nil
 }
+
+// unbuiltBecauseUnconfigured wraps a connector's service opener: while its
+// index is not built (an error matching notBuilt) and no source is
+// configured, the error says the source is not configured — the index
+// cannot be built before one is — and still matches notBuilt, so search
+// preparation skips it with that reason.
+func unbuiltBecauseUnconfigured[S any](open func(context.Context) (S, error), notBuilt, unconfigured error) func(context.Context) (S, error) {
+	if unconfigured == nil {
+		return open
+	}
+	return func(ctx context.Context) (S, error) {
+		svc, err := open(ctx)
+		if errors.Is(err, notBuilt) {
+			err = unconfiguredIndexError{reason: unconfigured, notBuilt: notBuilt}
+		}
+		return svc, err
+	}
+}
+
+// unconfiguredIndexError is an index not built because no source is
+// configured.
+type unconfiguredIndexError struct{ reason, notBuilt error }
+
+// Error is the reason's first sentence: the configuration example after it
+// is the job's advice, too long for a search tool's error or a preparation
+// line.
+func (e unconfiguredIndexError) Error() string {
+	msg, _, _ := strings.Cut(e.reason.Error(), "\n")
+	msg, _, _ = strings.Cut(msg, "; create it")
+	if !strings.HasPrefix(msg, "not configured") {
+		msg = "not configured: " + msg
+	}
+	return msg
+}
+
+func (e unconfiguredIndexError) Unwrap() []error { return []error{e.notBuilt, e.reason} }
 
 // newLocalEmbedder returns the embedder for a calendar.yaml/contacts.yaml
 // "embed" setting: "" or "gateway" uses GATEWAY_BASE_URL with

@@ -78,8 +78,8 @@ func TestServePreparationFirstRun(t *testing.T) {
 			want := []struct{ name, state, detail string }{
 				{"mail", tc.mailState, strings.ReplaceAll(tc.mailDetail, "HOME", home)},
 				{searchprep.ModelTask, searchprep.Skipped, "not reachable: MAIL_EMBED_ENDPOINT ("},
-				{"calendar", searchprep.Skipped, "calendar index not built yet"},
-				{"contacts", searchprep.Skipped, "contacts index not built yet"},
+				{"calendar", searchprep.Skipped, "not configured: no calendar sources: " + filepath.Join(home, "calendar.yaml") + " does not exist"},
+				{"contacts", searchprep.Skipped, "not configured: no contacts sources: " + filepath.Join(home, "contacts.yaml") + " does not exist"},
 			}
 			if len(prep.Tasks) != len(want) {
 				t.Fatalf("tasks %+v", prep.Tasks)
@@ -88,6 +88,11 @@ func TestServePreparationFirstRun(t *testing.T) {
 				tk := prep.Tasks[i]
 				if tk.Name != w.name || tk.State != w.state || !strings.HasPrefix(tk.Detail, w.detail) || tk.Error != "" {
 					t.Errorf("task %d = %+v, want %s %s %q…", i, tk, w.name, w.state, w.detail)
+				}
+			}
+			for _, tk := range prep.Tasks[2:] {
+				if strings.Contains(tk.Detail, "\n") || strings.Contains(tk.Detail, "for example") {
+					t.Errorf("%s detail %q carries the configuration example", tk.Name, tk.Detail)
 				}
 			}
 			if d := prep.Tasks[1].Detail; !strings.Contains(d, "ollama/bge-m3") || strings.Contains(d, "\n") {
