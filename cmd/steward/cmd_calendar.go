@@ -61,12 +61,12 @@ func syncCalendar(ctx context.Context, c *calendar.Config, indexPath string, opt
 }
 
 func calendarMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
-	indexPath, emb, unconfigured, err := calendarConnector.queryEmbedder(env)
+	indexPath, emb, err := calendarConnector.queryEmbedder(env)
 	if err != nil {
 		return nil, err
 	}
 	open, _ := calendar.OpenService(indexPath, calendar.ServiceOptions{Embedder: emb})
-	open = unbuiltBecauseUnconfigured(open, calendar.ErrNoIndex, unconfigured)
+	open = unbuiltBecauseUnconfigured(open, calendar.ErrNoIndex, func() error { return calendarConnector.unconfigured(env) })
 	return calendar.NewWritableMCPServer(open, calendarWriter(env, indexPath), version), nil
 }
 

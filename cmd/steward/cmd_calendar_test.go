@@ -133,28 +133,29 @@ func TestContactsIndexCommandAndMCP(t *testing.T) {
 }
 
 // TestMCPConnectorsBeforeFirstIndex: before the first index a tool says
-// why: "not configured" (one line) while no source is, "not built yet"
-// once one is.
+// why: "not configured" (one line) while no source is, then — on the same
+// running server, once a configuration file appears — "not built yet".
 func TestMCPConnectorsBeforeFirstIndex(t *testing.T) {
 	ctx := context.Background()
-	for _, configured := range []bool{false, true} {
-		env, home, _, _ := pimEnv(t)
-		want := "not configured: no %s sources"
-		if configured {
-			pimWrite(t, filepath.Join(home, "calendar.yaml"), "embed: off\nsources:\n  - {name: ics, kind: ics, path: "+filepath.Join(home, "cal.ics")+"}\n")
-			pimWrite(t, filepath.Join(home, "contacts.yaml"), "embed: off\nsources:\n  - {name: dav, kind: vcard, path: "+filepath.Join(home, "vcards")+"}\n")
-			want = "%s index not built yet"
+	env, home, _, _ := pimEnv(t)
+	configs := map[string]string{
+		"calendar": "embed: off\nsources:\n  - {name: ics, kind: ics, path: " + filepath.Join(home, "cal.ics") + "}\n",
+		"contacts": "embed: off\nsources:\n  - {name: dav, kind: vcard, path: " + filepath.Join(home, "vcards") + "}\n",
+	}
+	for name, factory := range map[string]mcpServerFactory{"calendar": calendarMCP, "contacts": contactsMCP} {
+		server, err := factory(ctx, env)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		for name, factory := range map[string]mcpServerFactory{"calendar": calendarMCP, "contacts": contactsMCP} {
-			server, err := factory(ctx, env)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+		cs := mcptooltest.Connect(t, server)
+		tool := map[string]string{"calendar": "list_calendars", "contacts": "search_contacts"}[name]
+		for _, want := range []string{"not configured: no %s sources", "%s index not built yet"} {
+			if strings.HasPrefix(want, "%s index") {
+				pimWrite(t, filepath.Join(home, name+".yaml"), configs[name])
 			}
-			cs := mcptooltest.Connect(t, server)
-			tool := map[string]string{"calendar": "list_calendars", "contacts": "search_contacts"}[name]
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
 			if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, fmt.Sprintf(want, name)) {
-				t.Errorf("%s before indexing (configured %v): %v %+v", name, configured, err, res)
+				t.Errorf("%s before indexing, want %q: %v %+v", name, fmt.Sprintf(want, name), err, res)
 				continue
 			}
 			if text := res.Content[0].(*mcp.TextContent).Text; strings.Contains(text, "for example") {

@@ -59,12 +59,12 @@ func indexContacts(ctx context.Context, c *contacts.Config, indexPath string, op
 }
 
 func contactsMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
-	indexPath, emb, unconfigured, err := contactsConnector.queryEmbedder(env)
+	indexPath, emb, err := contactsConnector.queryEmbedder(env)
 	if err != nil {
 		return nil, err
 	}
 	open, _ := contacts.OpenService(indexPath, emb)
-	open = unbuiltBecauseUnconfigured(open, contacts.ErrNoIndex, unconfigured)
+	open = unbuiltBecauseUnconfigured(open, contacts.ErrNoIndex, func() error { return contactsConnector.unconfigured(env) })
 	return contacts.NewWritableMCPServer(open, contactsWriter(env, indexPath), version), nil
 }
 

@@ -147,39 +147,45 @@ func (p pimConnector[C]) run(ctx context.Context, env *cliEnv, args []string, j 
 }
 
 // queryEmbedder returns the index path and the embedder for an MCP
-// server's queries, and unconfigured, the reason when no source is
-// configured (nil otherwise). A configuration that does not load leaves
-// the gateway default: the server must start even so, and its tools say
-// what is wrong.
-func (p pimConnector[C]) queryEmbedder(env *cliEnv) (indexPath string, emb vecindex.Embedder, unconfigured error, err error) {
+// server's queries. A configuration that does not load leaves the gateway
+// default: the server must start even so, and its tools say what is wrong.
+func (p pimConnector[C]) queryEmbedder(env *cliEnv) (indexPath string, emb vecindex.Embedder, err error) {
 	cfg, configPath, indexPath, err := p.files(env)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	setting := ""
-	c, err := p.loadConfig(configPath)
-	switch {
-	case err == nil:
+	if c, err := p.loadConfig(configPath); err == nil {
 		setting = p.embedSetting(c)
-	case errors.Is(err, localsource.ErrNotConfigured):
-		unconfigured = err
 	}
-	return indexPath, newLocalEmbedder(cfg, setting, p.name+"-mcp", "query-embed", 10*time.Second), unconfigured, nil
+	return indexPath, newLocalEmbedder(cfg, setting, p.name+"-mcp", "query-embed", 10*time.Second), nil
+}
+
+// unconfigured returns why no source is configured now, or nil when one
+// is (or the configuration fails otherwise: the tools report that).
+func (p pimConnector[C]) unconfigured(env *cliEnv) error {
+	_, configPath, _, err := p.files(env)
+	if err != nil {
+		return nil
+	}
+	if _, err := p.loadConfig(configPath); errors.Is(err, localsource.ErrNotConfigured) {
+		return err
+	}
+	return nil
 }
 
 // unbuiltBecauseUnconfigured wraps a connector's service opener: while its
 // index is not built (an error matching notBuilt) and no source is
-// configured, the error says the source is not configured — the index
-// cannot be built before one is — and still matches notBuilt, so search
-// preparation skips it with that reason.
-func unbuiltBecauseUnconfigured[S any](open func(context.Context) (S, error), notBuilt, unconfigured error) func(context.Context) (S, error) {
-	if unconfigured == nil {
-		return open
-	}
+// configured (unconfigured, asked at that moment, says why), the error
+// says so — the index cannot be built before a source is — and still
+// matches notBuilt, so search preparation skips it with that reason.
+func unbuiltBecauseUnconfigured[S any](open func(context.Context) (S, error), notBuilt error, unconfigured func() error) func(context.Context) (S, error) {
 	return func(ctx context.Context) (S, error) {
 		svc, err := open(ctx)
 		if errors.Is(err, notBuilt) {
-			err = unconfiguredIndexError{reason: unconfigured, notBuilt: notBuilt}
+			if why := unconfigured(); why != nil {
+				err = unconfiguredIndexError{reason: why, notBuilt: notBuilt}
+			}
 		}
 		return svc, err
 	}

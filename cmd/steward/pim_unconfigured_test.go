@@ -30,7 +30,7 @@ func TestUnbuiltBecauseUnconfigured(t *testing.T) {
 		{"unconfigured, opens", nil, reason, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			open := unbuiltBecauseUnconfigured(func(context.Context) (int, error) { return 7, c.openErr }, calendar.ErrNoIndex, c.unconfigured)
+			open := unbuiltBecauseUnconfigured(func(context.Context) (int, error) { return 7, c.openErr }, calendar.ErrNoIndex, func() error { return c.unconfigured })
 			n, err := open(context.Background())
 			if n != 7 {
 				t.Errorf("service = %d, want the opener's 7", n)
