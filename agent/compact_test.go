@@ -470,17 +470,8 @@ func TestSummaryCompactorAdmitsEachRequestExactly(t *testing.T) {
 	}
 	var ranges []string
 	var images [][]string
-	for _, r := range srv.Requests() {
-		if r.Model != "summarizer" {
-			continue
-		}
-		var body struct {
-			Messages []llm.Message `json:"messages"`
-		}
-		if err := json.Unmarshal(r.Raw, &body); err != nil {
-			t.Fatal(err)
-		}
-		user := body.Messages[len(body.Messages)-1]
+	for _, sr := range summarizerRequests(t, srv) {
+		r, user := sr.Request, sr.user
 		raster := 0
 		var urls []string
 		for _, im := range user.Images {
@@ -628,17 +619,8 @@ func TestSummaryCompactorCarriesLongMessagesWhole(t *testing.T) {
 		t.Fatalf("run: %d compactions, %v", len(res.Compactions), err)
 	}
 	var ranges []string
-	for _, r := range srv.Requests() {
-		if r.Model != "summarizer" {
-			continue
-		}
-		var body struct {
-			Messages []llm.Message `json:"messages"`
-		}
-		if err := json.Unmarshal(r.Raw, &body); err != nil {
-			t.Fatal(err)
-		}
-		text := body.Messages[len(body.Messages)-1].Content
+	for _, sr := range summarizerRequests(t, srv) {
+		text := sr.user.Content
 		if _, after, ok := strings.Cut(text, "(extend the summary with it):\n"); ok {
 			text = after
 		}
@@ -656,4 +638,30 @@ func TestSummaryCompactorCarriesLongMessagesWhole(t *testing.T) {
 	if len(ranges) < 2 || len(ranges) > agent.MaxSummaryCalls || strings.Contains(whole, "[truncated]") {
 		t.Errorf("%d summary requests; clipped: %v", len(ranges), strings.Contains(whole, "[truncated]"))
 	}
+}
+
+// summarizerRequest is one request the scripted provider received for the
+// "summarizer" model, with its last message (the summary prompt).
+type summarizerRequest struct {
+	llmtest.Request
+	user llm.Message
+}
+
+// summarizerRequests returns the summary requests srv received, in order.
+func summarizerRequests(t *testing.T, srv *llmtest.Server) []summarizerRequest {
+	t.Helper()
+	var out []summarizerRequest
+	for _, r := range srv.Requests() {
+		if r.Model != "summarizer" {
+			continue
+		}
+		var body struct {
+			Messages []llm.Message `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, summarizerRequest{Request: r, user: body.Messages[len(body.Messages)-1]})
+	}
+	return out
 }
