@@ -15,6 +15,7 @@ import (
 	"github.com/agentstack/agentstack/sqlitedb"
 	"github.com/agentstack/agentstack/steward/audit"
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/bench"
 	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
@@ -349,7 +350,7 @@ func mailMCP(ctx context.Context, env *cliEnv) (*mcp.Server, error) {
 		// configure, and open the mirror once mail.yaml exists.
 		// One readable line: the host forwards it into its own log, where
 		// the multi-line mail.yaml example would be one escaped string.
-		env.Log.Warn("mail connector started without accounts: " + server.Advice(err) +
+		env.Log.Warn("mail connector started without accounts: " + localsource.AdviceHead(err.Error()) +
 			"; its read tools start working once mail.yaml exists, sending needs a restart")
 		return server.NewDeferred(func(ctx context.Context) (server.Options, error) {
 			s, err := mailSettings(env)

@@ -199,8 +199,7 @@ type unconfiguredIndexError struct{ reason, notBuilt error }
 // is the job's advice, too long for a search tool's error or a preparation
 // line.
 func (e unconfiguredIndexError) Error() string {
-	msg, _, _ := strings.Cut(e.reason.Error(), "\n")
-	msg, _, _ = strings.Cut(msg, "; create it")
+	msg := localsource.AdviceHead(e.reason.Error())
 	if !strings.HasPrefix(msg, "not configured") {
 		msg = "not configured: " + msg
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentstack/agentstack/redact"
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 )
 
 // ExitNotConfigured is the exit status by which a job says that its source
@@ -234,7 +235,7 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	case ctx.Err() != nil:
 		rec.Result, rec.Error = ResultInterrupted, "the scheduler stopped during the run"
 	case code == ExitNotConfigured:
-		rec.Result, rec.Error = ResultSkipped, "not configured: "+strings.TrimPrefix(errorText(stderr.String(), js.Args), "not configured: ")
+		rec.Result, rec.Error = ResultSkipped, "not configured: "+strings.TrimPrefix(localsource.AdviceHead(errorText(stderr.String(), js.Args)), "not configured: ")
 	default:
 		rec.Result, rec.Error = ResultFailed, errorText(stderr.String(), js.Args)
 		if rec.Error == "" {

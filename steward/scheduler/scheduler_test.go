@@ -50,7 +50,7 @@ func child(args []string) int {
 	case "unconf":
 		// As the binary reports a --json command's failure.
 		fmt.Fprintln(os.Stderr, "level=WARN msg=\"config.env: unknown key\"")
-		fmt.Fprintln(os.Stderr, `{"error":"no mail accounts configured: create mail.yaml"}`)
+		fmt.Fprintln(os.Stderr, `{"error":"no mail accounts configured: create mail.yaml, for example:\n\naccounts:\n  - name: personal"}`)
 		return ExitNotConfigured
 	}
 	return 0
@@ -118,7 +118,8 @@ func TestSchedulerRunsRealChildren(t *testing.T) {
 	if hpid == 0 || syscall.Kill(hpid, 0) == nil {
 		t.Errorf("the hanging child %d (ignoring SIGTERM) is still alive", hpid)
 	}
-	if st := status("unconf"); st.LastResult != ResultSkipped || !strings.HasPrefix(st.LastError, "not configured: no mail accounts") {
+	// The reason is the advice's first sentence, not the example after it.
+	if st := status("unconf"); st.LastResult != ResultSkipped || st.LastError != "not configured: no mail accounts configured: create mail.yaml" {
 		t.Errorf("unconfigured job = %+v", st)
 	}
 	if st := status("missing"); st.State != StateUnavailable || !strings.Contains(st.Unavailable, "command not available in this build") {

@@ -167,3 +167,15 @@ func ReadBounded(path string, limit int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// AdviceHead returns the first sentence of a "not configured" message: its
+// first line without the lead-in to the configuration example that follows
+// it ("; create it with, for example:", ", for example:"). Status lines,
+// search preparation and log lines show it; the commands print the whole
+// message.
+func AdviceHead(msg string) string {
+	head, _, _ := strings.Cut(msg, "\n")
+	head, _, _ = strings.Cut(head, "; create it")
+	head = strings.TrimSuffix(strings.TrimSpace(head), ":")
+	return strings.TrimSpace(strings.TrimSuffix(head, ", for example"))
+}

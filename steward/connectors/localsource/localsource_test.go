@@ -292,3 +292,18 @@ func TestVdir(t *testing.T) {
 		t.Errorf("missing root: %v", err)
 	}
 }
+
+// TestAdviceHead: a "not configured" message shortens to its first
+// sentence, without the example's lead-in, for each wording the
+// connectors use; a one-line message stays as it is.
+func TestAdviceHead(t *testing.T) {
+	for _, c := range []struct{ msg, want string }{
+		{"not configured: no calendar sources: /h/calendar.yaml does not exist; create it with, for example:\nsources:\n  - x", "not configured: no calendar sources: /h/calendar.yaml does not exist"},
+		{"no mail accounts configured: create /h/mail.yaml, for example:\n\naccounts:\n  - name: personal", "no mail accounts configured: create /h/mail.yaml"},
+		{"no scheduled backup: STEWARD_BACKUP_DIR is not set", "no scheduled backup: STEWARD_BACKUP_DIR is not set"},
+	} {
+		if got := localsource.AdviceHead(c.msg); got != c.want {
+			t.Errorf("AdviceHead(%q) = %q, want %q", c.msg, got, c.want)
+		}
+	}
+}

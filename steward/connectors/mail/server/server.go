@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentstack/agentstack/steward/connectors/localsource"
 	"github.com/agentstack/agentstack/steward/connectors/mail"
 	"github.com/agentstack/agentstack/steward/connectors/mail/message"
 	"github.com/agentstack/agentstack/steward/connectors/mail/search"
@@ -128,23 +129,14 @@ func addReadTools(s *mcp.Server, get func(context.Context) (*handlers, error)) e
 		case errors.Is(err, mail.ErrNoConfig):
 			// Nothing to prepare: the host records the task as skipped,
 			// not failed, and the tools keep explaining what to configure.
-			return &PrepareResult{Skipped: "not configured: " + Advice(err)}, nil
+			return &PrepareResult{Skipped: "not configured: " + localsource.AdviceHead(err.Error())}, nil
 		case errors.Is(err, search.ErrNoMirror):
-			return &PrepareResult{Skipped: Advice(err)}, nil
+			return &PrepareResult{Skipped: localsource.AdviceHead(err.Error())}, nil
 		case err != nil:
 			return nil, err
 		}
 		return h.prepare(ctx, ss, p)
 	})
-}
-
-// Advice is err on one line, for a log record or a status field: its first
-// line, without the multi-line example that follows it in a
-// mail.ErrNoConfig error (which the tools' answers keep in full).
-func Advice(err error) string {
-	first, _, _ := strings.Cut(err.Error(), "\n")
-	first = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(first), ":"))
-	return strings.TrimSuffix(first, ", for example")
 }
 
 // deferTo adapts a handler method to a tool handler that gets its handlers
