@@ -377,6 +377,98 @@ func TestSchedulerJobsFailInIsolation(t *testing.T) {
 	}
 }
 
+// TestSchedulerSparesUnchangedMaildir runs `steward scheduler` over a real
+// Maildir: once a reconcile has recorded the folders, a run that finds them
+// unchanged ends "up to date" without a child; a delivered message makes the
+// next run start the reconcile child again, which ingests it.
+func TestSchedulerSparesUnchangedMaildir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child jobs")
+	}
+	vars := map[string]string{"SCHED_MAIL_RECONCILE_SEC": "1", "MAIL_EMBED_ENDPOINT": "off"}
+	env, _, logs := testEnv(t, vars)
+	home := vars["STEWARD_HOME"]
+	os.MkdirAll(home, 0o700)
+	maildir := newMaildir(t)
+	for i := range 3 {
+		writeMaildirMessage(t, maildir, "cur", i, fmt.Sprintf("Invoice %d", i))
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{"cur", "new"} {
+		os.Chtimes(filepath.Join(maildir, d), old, old) // delivered long ago: trusted once listed
+	}
+	writeMailConfig(t, home, maildir)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"scheduler"}, env) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("steward scheduler exit %d\n%s", code, logs)
+		}
+	})
+	logPath := filepath.Join(home, "logs", "scheduler.jsonl")
+	ends := func(result string) []scheduler.Record {
+		recs, _ := scheduler.ReadRecords(logPath)
+		var out []scheduler.Record
+		for _, r := range recs {
+			if r.Event == scheduler.EventEnd && r.Job == "mail-reconcile" && r.Result == result {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	waitLong(t, "an up-to-date run", func() bool { return len(ends(scheduler.ResultUpToDate)) > 0 })
+	first := ends(scheduler.ResultOK)
+	if len(first) != 1 || first[0].PID == 0 || first[0].Summary["new"] != 3 {
+		t.Fatalf("before the first up-to-date run: %+v, want one child run that ingested 3 messages", first)
+	}
+	up := ends(scheduler.ResultUpToDate)[0]
+	if up.PID != 0 || up.Exit != nil || !strings.Contains(up.Reason, "2 Maildir folders as the last reconcile recorded them") {
+		t.Errorf("up-to-date run logged as %+v", up)
+	}
+	recs, _ := scheduler.ReadRecords(logPath)
+	for _, r := range recs {
+		if r.Event == scheduler.EventStart && r.Job == "mail-reconcile" && r.Run == up.Run && r.PID != 0 {
+			t.Errorf("an up-to-date run started child %d", r.PID)
+		}
+	}
+
+	writeMaildirMessage(t, maildir, "new", 9, "Ferry timetable")
+	waitLong(t, "the delivered message reconciled", func() bool {
+		for _, r := range ends(scheduler.ResultOK) {
+			if r.Run > up.Run && r.Summary["new"] == 1 && r.PID != 0 {
+				return true
+			}
+		}
+		return false
+	})
+	last := 0
+	waitLong(t, "up to date again", func() bool {
+		e := ends(scheduler.ResultUpToDate)
+		last = int(e[len(e)-1].Run)
+		return len(ends(scheduler.ResultOK)) >= 2 && e[len(e)-1].Run > ends(scheduler.ResultOK)[1].Run
+	})
+	statusEnv, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"})
+	if code := run(context.Background(), []string{"mail", "status", "--json"}, statusEnv); code != 0 {
+		t.Fatalf("mail status exit %d: %s", code, out)
+	}
+	var ms struct {
+		Stats struct {
+			Messages int `json:"messages"`
+		} `json:"stats"`
+	}
+	json.Unmarshal(out.Bytes(), &ms)
+	if ms.Stats.Messages != 4 {
+		t.Errorf("mirror holds %d messages, want 4", ms.Stats.Messages)
+	}
+	statusEnv, out, _ = testEnv(t, map[string]string{"STEWARD_HOME": home})
+	if code := run(context.Background(), []string{"scheduler", "status"}, statusEnv); code != 0 || !strings.Contains(out.String(), "up to date: 2 Maildir folders") {
+		t.Errorf("scheduler status (exit %d) after run %d:\n%s", code, last, out)
+	}
+}
+
 // TestSchedulerBenchSmoke runs `steward bench scheduler` at smoke size: it
 // checks that every measurement is taken, not the figures.
 func TestSchedulerBenchSmoke(t *testing.T) {
@@ -395,14 +487,14 @@ func TestSchedulerBenchSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.BackfillSeconds <= 0 || len(rep.ReconcileSamples) != 1 || rep.StartupSeconds <= 0 || rep.IdleWindowSeconds < 3 || len(rep.Jobs) != 10 ||
-		len(rep.WatchSamples) != 3 || rep.WatchP95MS <= 0 || len(rep.Checks) != 3 {
+		len(rep.WatchSamples) != 3 || rep.WatchP95MS <= 0 || len(rep.Checks) != 3 ||
+		len(rep.ScheduledSamples) != 1 || rep.ScheduledSeconds <= 0 || !strings.Contains(rep.ScheduledDetail, "Maildir folders as the last reconcile recorded them") {
 		t.Errorf("report = %s", data)
 	}
 	for _, j := range rep.Jobs {
 		// By then the tree is unchanged since the bench's own reconciles:
-		// every file listed, or (as it should be) folders skipped.
-		if j.Name == "mail-reconcile" && (j.LastResult != scheduler.ResultOK ||
-			(j.LastSummary["scanned"] != float64(rep.Files) && j.LastSummary["skippedFolders"] <= 0)) {
+		// serve's scheduler finds it so and starts no child.
+		if j.Name == "mail-reconcile" && (j.LastResult != scheduler.ResultUpToDate || j.LastDetail != rep.ScheduledDetail) {
 			t.Errorf("mail-reconcile in the bench = %+v", j)
 		}
 	}

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentstack/agentstack/steward/config"
+	"github.com/agentstack/agentstack/steward/connectors/mail"
+	"github.com/agentstack/agentstack/steward/connectors/mail/mirror"
 	"github.com/agentstack/agentstack/steward/scheduler"
 )
 
@@ -63,12 +66,39 @@ func startScheduler(ctx context.Context, env *cliEnv, cfg *config.Config, jobs [
 	if err != nil {
 		return nil, nil, err
 	}
-	s = scheduler.New(scheduler.Options{Self: self, Jobs: jobs, Env: childEnv, Log: lg, Logger: env.Log.With("component", "scheduler")})
+	s = scheduler.New(scheduler.Options{Self: self, Jobs: withUpToDateChecks(cfg, jobs), Env: childEnv, Log: lg, Logger: env.Log.With("component", "scheduler")})
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Run(runCtx) })
 	env.Log.Info("scheduler started", "jobs", len(jobs), "log", lg.Path())
 	return s, func() error { cancel(); wg.Wait(); return nil }, nil
+}
+
+// withUpToDateChecks gives mail-reconcile the mirror's own unchanged-tree
+// test, made in the scheduler's process: an unchanged Maildir then costs a
+// few stat calls and a read-only query instead of starting the binary.
+func withUpToDateChecks(cfg *config.Config, jobs []scheduler.Job) []scheduler.Job {
+	out := slices.Clone(jobs)
+	for i := range out {
+		if out[i].Name == "mail-reconcile" {
+			out[i].UpToDate = func(ctx context.Context) (string, bool) { return mailUpToDate(ctx, cfg) }
+		}
+	}
+	return out
+}
+
+// mailUpToDate reads mail.yaml afresh, as the child would, and asks the
+// mirror whether a reconcile has anything to do.
+func mailUpToDate(ctx context.Context, cfg *config.Config) (string, bool) {
+	s, err := mail.LoadSettings(cfg, mail.UserHome())
+	if err != nil {
+		return "", false
+	}
+	f := mirror.CheckUnchanged(ctx, mirror.CheckOptions{DBPath: s.DBPath, Accounts: s.Config.Accounts})
+	if !f.Unchanged {
+		return "", false
+	}
+	return fmt.Sprintf("%d Maildir folders as the last reconcile recorded them; no child started", f.Folders), true
 }
 
 func init() {
@@ -161,6 +191,9 @@ func printSchedulerStatus(w io.Writer, st *scheduler.LogStatus) {
 		result := j.LastResult
 		if j.LastError != "" {
 			result += ": " + firstLine(j.LastError)
+		}
+		if j.LastDetail != "" {
+			result += ": " + j.LastDetail
 		}
 		if j.State == scheduler.StateUnavailable {
 			result = j.Unavailable

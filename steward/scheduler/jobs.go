@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,13 @@ type Job struct {
 	Timeout time.Duration
 	// Summary says what the job does, for status and help.
 	Summary string
+	// UpToDate, when set, is asked before each run whether the job has
+	// anything to do; when it answers true the run ends "up to date" with
+	// its detail and no child is started. A check made in the scheduler's
+	// long-lived process costs far less than starting the binary, which is
+	// most of an unchanged mail reconcile. It must write nothing, and answer
+	// false whenever it is unsure: the child then runs and decides.
+	UpToDate func(ctx context.Context) (detail string, upToDate bool)
 }
 
 // DefaultJobs is the spec's job table with its default intervals. Jobs whose

@@ -34,7 +34,7 @@ type Record struct {
 	Result     string             `json:"result,omitempty"`
 	Summary    map[string]float64 `json:"summary,omitempty"` // numeric fields of the job's --json report
 	Error      string             `json:"error,omitempty"`
-	Reason     string             `json:"reason,omitempty"`
+	Reason     string             `json:"reason,omitempty"` // why a tick was skipped or a job unavailable; what an "up to date" run checked
 	Next       *time.Time         `json:"next,omitempty"`
 	Jobs       []string           `json:"jobs,omitempty"`
 }
@@ -131,24 +131,26 @@ func ReadRecords(path string) ([]Record, error) {
 
 // JobStatus is one job as the scheduler (or its log) knows it.
 type JobStatus struct {
-	Name            string             `json:"name"`
-	Summary         string             `json:"summary,omitempty"`
-	Command         string             `json:"command,omitempty"`
-	IntervalSeconds int64              `json:"intervalSeconds,omitempty"`
-	TimeoutSeconds  int64              `json:"timeoutSeconds,omitempty"`
-	State           string             `json:"state"` // not observed, running, idle, unavailable
-	Unavailable     string             `json:"unavailable,omitempty"`
-	PID             int                `json:"pid,omitempty"` // the running child
-	LastStart       *time.Time         `json:"lastStart,omitempty"`
-	LastEnd         *time.Time         `json:"lastEnd,omitempty"`
-	LastResult      string             `json:"lastResult,omitempty"`
-	LastError       string             `json:"lastError,omitempty"`
-	LastSummary     map[string]float64 `json:"lastSummary,omitempty"`
-	LastDurationMS  int64              `json:"lastDurationMs,omitempty"`
-	NextRun         *time.Time         `json:"nextRun,omitempty"`
-	Runs            int64              `json:"runs"`
-	Skips           int64              `json:"skips"`
-	LastSkip        *time.Time         `json:"lastSkip,omitempty"`
+	Name            string     `json:"name"`
+	Summary         string     `json:"summary,omitempty"`
+	Command         string     `json:"command,omitempty"`
+	IntervalSeconds int64      `json:"intervalSeconds,omitempty"`
+	TimeoutSeconds  int64      `json:"timeoutSeconds,omitempty"`
+	State           string     `json:"state"` // not observed, running, idle, unavailable
+	Unavailable     string     `json:"unavailable,omitempty"`
+	PID             int        `json:"pid,omitempty"` // the running child
+	LastStart       *time.Time `json:"lastStart,omitempty"`
+	LastEnd         *time.Time `json:"lastEnd,omitempty"`
+	LastResult      string     `json:"lastResult,omitempty"`
+	LastError       string     `json:"lastError,omitempty"`
+	// LastDetail says what an "up to date" run checked.
+	LastDetail     string             `json:"lastDetail,omitempty"`
+	LastSummary    map[string]float64 `json:"lastSummary,omitempty"`
+	LastDurationMS int64              `json:"lastDurationMs,omitempty"`
+	NextRun        *time.Time         `json:"nextRun,omitempty"`
+	Runs           int64              `json:"runs"`
+	Skips          int64              `json:"skips"`
+	LastSkip       *time.Time         `json:"lastSkip,omitempty"`
 	// Observed is true once a run ended in the scheduler process the status
 	// describes; false means "not observed", never a failure.
 	Observed bool `json:"observed"`
@@ -217,6 +219,7 @@ func StatusFromLog(path string, jobs []Job) (*LogStatus, error) {
 		case EventEnd:
 			js.State, js.LastEnd, js.PID = StateIdle, &r.TS, 0
 			js.LastResult, js.LastError, js.LastSummary, js.LastDurationMS = r.Result, r.Error, r.Summary, r.DurationMS
+			js.LastDetail = r.Reason
 			js.NextRun, js.Observed = r.Next, true
 		case EventSkip:
 			js.Skips++

@@ -30,6 +30,7 @@ const ExitNotConfigured = 3
 // Run results.
 const (
 	ResultOK          = "ok"
+	ResultUpToDate    = "up to date" // the job's UpToDate check found nothing to do; no child ran
 	ResultFailed      = "failed"
 	ResultTimeout     = "timeout"
 	ResultSkipped     = "skipped"     // the job's source is not configured
@@ -208,6 +209,14 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	cmd.Cancel = func() error { return terminateGroup(cmd) }
 	cmd.WaitDelay = s.opts.KillGrace
 	rec := Record{Event: EventEnd, Job: js.Name, Run: run, Next: &next}
+	if js.UpToDate != nil {
+		if detail, ok := js.UpToDate(rctx); ok {
+			s.record(Record{Event: EventStart, Job: js.Name, Run: run})
+			rec.Result, rec.Reason = ResultUpToDate, detail
+			s.finish(js, start, rec)
+			return
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		s.record(Record{Event: EventStart, Job: js.Name, Run: run})
 		rec.Result, rec.Error = ResultFailed, "start: "+err.Error()
@@ -252,14 +261,15 @@ func (s *Scheduler) finish(js *jobState, start time.Time, rec Record) {
 	js.status.State = StateIdle
 	js.status.LastStart, js.status.LastEnd = &start, &end
 	js.status.LastResult, js.status.LastError, js.status.LastSummary = rec.Result, rec.Error, rec.Summary
+	js.status.LastDetail = rec.Reason
 	js.status.LastDurationMS, js.status.PID = rec.DurationMS, 0
 	js.status.Observed = true
 	s.mu.Unlock()
 	s.record(rec)
 	attrs := []any{"job", js.Name, "result", rec.Result, "duration", time.Duration(rec.DurationMS) * time.Millisecond}
 	switch rec.Result {
-	case ResultOK, ResultSkipped:
-		s.log.Debug("scheduler: job finished", append(attrs, "detail", rec.Error)...)
+	case ResultOK, ResultSkipped, ResultUpToDate:
+		s.log.Debug("scheduler: job finished", append(attrs, "detail", rec.Error+rec.Reason)...)
 	default:
 		s.log.Warn("scheduler: job did not succeed; other jobs continue", append(attrs, "err", rec.Error)...)
 	}

@@ -355,3 +355,77 @@ func TestTickAfterStopStartsNothing(t *testing.T) {
 		t.Errorf("log after a tick past the stop = %+v, %v", recs, err)
 	}
 }
+
+// TestUpToDateRunStartsNoChild: a run whose check finds nothing to do ends
+// "up to date" with the check's detail, logged as a start and an end line
+// without a child; when the check is unsure, the child runs as before.
+func TestUpToDateRunStartsNoChild(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := OpenLog(filepath.Join(t.TempDir(), "scheduler.jsonl"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := []bool{true, false, true}
+	calls, bounded := 0, 0
+	job := Job{Name: "ok", Args: []string{"ok", "--json"}, Interval: time.Hour, Timeout: 20 * time.Second,
+		UpToDate: func(ctx context.Context) (string, bool) {
+			if _, ok := ctx.Deadline(); ok {
+				bounded++ // the check runs under the run's timeout
+			}
+			calls++
+			return fmt.Sprintf("check %d: nothing changed", calls), answers[calls-1]
+		}}
+	s := New(Options{Self: self, Jobs: []Job{job}, Log: lg, Env: append(os.Environ(), "SCHED_TEST_CHILD=1")})
+	for i, upToDate := range answers {
+		s.tick(context.Background(), s.jobs[0], time.Now())
+		s.wg.Wait()
+		st := s.Status()[0]
+		switch {
+		case st.Runs != int64(i+1) || st.State != StateIdle || !st.Observed:
+			t.Errorf("run %d: %+v", i+1, st)
+		case upToDate && (st.LastResult != ResultUpToDate || st.LastDetail != fmt.Sprintf("check %d: nothing changed", i+1) || st.LastSummary != nil):
+			t.Errorf("run %d, checked up to date: %+v", i+1, st)
+		case !upToDate && (st.LastResult != ResultOK || st.LastDetail != "" || st.LastSummary["new"] != 2):
+			t.Errorf("run %d, check unsure: %+v, want the child's run", i+1, st)
+		}
+	}
+	if bounded != len(answers) {
+		t.Errorf("%d of %d checks had the run's deadline", bounded, len(answers))
+	}
+	recs, err := ReadRecords(lg.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts, ends, children int
+	for _, r := range recs {
+		switch r.Event {
+		case EventStart:
+			starts++
+		case EventEnd:
+			ends++
+			upToDate := answers[r.Run-1]
+			if upToDate && (r.Result != ResultUpToDate || r.PID != 0 || r.Exit != nil || r.Reason != fmt.Sprintf("check %d: nothing changed", r.Run)) {
+				t.Errorf("up-to-date run logged as %+v", r)
+			}
+			if !upToDate {
+				children++
+				if r.Result != ResultOK || r.PID == 0 || r.Exit == nil || *r.Exit != 0 {
+					t.Errorf("child run logged as %+v", r)
+				}
+			}
+		}
+	}
+	if starts != 3 || ends != 3 || children != 1 {
+		t.Errorf("%d start and %d end lines, %d child runs; want 3, 3 and 1", starts, ends, children)
+	}
+	ls, err := StatusFromLog(lg.Path(), []Job{job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js := ls.Jobs[0]; js.LastResult != ResultUpToDate || js.LastDetail != "check 3: nothing changed" {
+		t.Errorf("from the log: %+v", js)
+	}
+}

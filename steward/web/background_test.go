@@ -40,6 +40,9 @@ func newBGFixture(home string) *bgFixture {
 		{Event: scheduler.EventStart, Job: "mail-reconcile", Run: 1, PID: 4242},
 		{Event: scheduler.EventEnd, Job: "mail-reconcile", Run: 1, PID: 4242, Exit: &exit0, Result: scheduler.ResultOK, DurationMS: 1840,
 			Summary: map[string]float64{"scanned": 78000, "new": 3}, Next: &next},
+		{Event: scheduler.EventStart, Job: "mail-reconcile", Run: 2},
+		{Event: scheduler.EventEnd, Job: "mail-reconcile", Run: 2, Result: scheduler.ResultUpToDate,
+			Reason: "20 Maildir folders as the last reconcile recorded them; no child started", Next: &next},
 		{Event: scheduler.EventStart, Job: "mail-embed", Run: 1, PID: 4243},
 		{Event: scheduler.EventEnd, Job: "mail-embed", Run: 1, PID: 4243, Exit: &exit3, Result: scheduler.ResultSkipped, DurationMS: 120,
 			Error: "not configured: embeddings are off (MAIL_EMBED_ENDPOINT=off); search stays lexical", Next: &next},
@@ -115,8 +118,11 @@ func testSystemBackground(t *testing.T, b *browser, h *harness) {
 	row := func(section, text string) string {
 		return eval[string](b, fmt.Sprintf(`[...document.querySelectorAll('.system-page section.%s tr')].find((tr) => tr.textContent.includes(%s))?.textContent || ''`, section, js(text)))
 	}
-	if r := row("scheduler", "mail-reconcile"); !strings.Contains(r, "ok") || !strings.Contains(r, "every 10 min") {
+	if r := row("scheduler", "mail-reconcile"); !strings.Contains(r, "up to date") || !strings.Contains(r, "20 Maildir folders as the last reconcile recorded them") || !strings.Contains(r, "every 10 min") {
 		t.Errorf("mail-reconcile row = %q", r)
+	}
+	if c := eval[string](b, `document.querySelector('.system-page section.scheduler .badge[data-state="up to date"]')?.className || ''`); !strings.Contains(c, "ok") {
+		t.Errorf("an up-to-date run's badge has class %q, want ok", c)
 	}
 	if r := row("scheduler", "calendar-sync"); !strings.Contains(r, "not observed in this process") {
 		t.Errorf("calendar-sync row = %q", r)

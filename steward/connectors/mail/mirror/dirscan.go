@@ -85,8 +85,8 @@ func (d *dirScan) changed() bool {
 }
 
 // loadDirStates reads the recorded directories of an account.
-func (s *Store) loadDirStates(ctx context.Context, account string) (map[string]dirState, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT path, mtime, size, trusted FROM maildir_dirs WHERE account = ?", account)
+func loadDirStates(ctx context.Context, q execer, account string) (map[string]dirState, error) {
+	rows, err := q.QueryContext(ctx, "SELECT path, mtime, size, trusted FROM maildir_dirs WHERE account = ?", account)
 	if err != nil {
 		return nil, fmt.Errorf("load mail folder states: %w", err)
 	}
@@ -193,8 +193,8 @@ func (s *Store) distrustDirs(ctx context.Context, dirs map[string]string) error 
 // before now. None on record (a store written before the time was kept
 // included), an unreadable record or one in the future (the clock was set
 // back) all call for a full pass.
-func (s *Store) fullPassRecent(ctx context.Context, now time.Time, maxAge time.Duration) bool {
-	v, err := s.meta(ctx, s.db, lastFullKey)
+func fullPassRecent(ctx context.Context, q execer, now time.Time, maxAge time.Duration) bool {
+	v, err := metaValue(ctx, q, lastFullKey)
 	if err != nil || v == "" {
 		return false
 	}

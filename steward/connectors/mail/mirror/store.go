@@ -271,6 +271,11 @@ type execer interface {
 }
 
 func (s *Store) meta(ctx context.Context, q execer, key string) (string, error) {
+	return metaValue(ctx, q, key)
+}
+
+// metaValue reads a meta key; a missing key is "".
+func metaValue(ctx context.Context, q execer, key string) (string, error) {
 	var v string
 	err := q.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {

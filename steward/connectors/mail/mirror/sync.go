@@ -159,7 +159,7 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 		opts.FullAfter = DefaultFullAfter
 	}
 	now := s.now()
-	incremental := opts.Mode == Reconcile && !opts.Full && (opts.FullAfter < 0 || s.fullPassRecent(ctx, now, opts.FullAfter))
+	incremental := opts.Mode == Reconcile && !opts.Full && (opts.FullAfter < 0 || fullPassRecent(ctx, s.db, now, opts.FullAfter))
 	ds := &dirScan{prev: map[string]map[string]dirState{}, skipped: map[string]bool{}, listed: map[string]map[string]dirState{}}
 
 	// Enumerate the stores.
@@ -169,7 +169,7 @@ func (s *Store) Sync(ctx context.Context, opts SyncOptions) (SyncStats, error) {
 	recorded := false
 	for _, a := range accounts {
 		if a.cfg.Kind == mail.KindMaildir {
-			prev, err := s.loadDirStates(ctx, a.cfg.Name)
+			prev, err := loadDirStates(ctx, s.db, a.cfg.Name)
 			if err != nil {
 				return stats, err
 			}

@@ -6,7 +6,7 @@
 import { h, clear, table, fmtInt, fmtMs, fmtTime } from './dom.js';
 import { api } from './conn.js';
 
-const stateClass = { ok: 'ok', done: 'ok', idle: 'ok', skipped: 'warn', running: 'warn', queued: '', warning: 'warn', timeout: 'bad',
+const stateClass = { ok: 'ok', 'up to date': 'ok', done: 'ok', idle: 'ok', skipped: 'warn', running: 'warn', queued: '', warning: 'warn', timeout: 'bad',
   failed: 'bad', error: 'bad', interrupted: 'warn', unavailable: 'warn', unknown: '', 'not observed': '' };
 
 function badge(state, text = state) {
@@ -39,7 +39,8 @@ function lastResult(j) {
     return h('span', { class: 'muted' }, `not observed in this process${earlier}`);
   }
   return [badge(j.lastResult), j.lastDurationMs ? ` ${fmtMs(j.lastDurationMs)}` : '',
-    j.lastError ? h('div', { class: 'muted small job-error' }, j.lastError.split('\n')[0]) : null];
+    j.lastError ? h('div', { class: 'muted small job-error' }, j.lastError.split('\n')[0]) : null,
+    j.lastDetail ? h('div', { class: 'muted small job-detail' }, j.lastDetail) : null];
 }
 
 function scheduler(sc) {
