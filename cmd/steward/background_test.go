@@ -436,14 +436,24 @@ func TestSchedulerSparesUnchangedMaildir(t *testing.T) {
 	}
 
 	writeMaildirMessage(t, maildir, "new", 9, "Ferry timetable")
+	var delivered scheduler.Record
 	waitLong(t, "the delivered message reconciled", func() bool {
 		for _, r := range ends(scheduler.ResultOK) {
 			if r.Run > up.Run && r.Summary["new"] == 1 && r.PID != 0 {
+				delivered = r
 				return true
 			}
 		}
 		return false
 	})
+	// The child's start line says why the check did not suffice.
+	recs, _ = scheduler.ReadRecords(logPath)
+	for _, r := range recs {
+		if r.Event == scheduler.EventStart && r.Job == "mail-reconcile" && r.Run == delivered.Run &&
+			r.Reason != "account personal: folder "+filepath.Join(maildir, "new")+" changed since the last reconcile" {
+			t.Errorf("start of the run that ingested the delivery: %+v", r)
+		}
+	}
 	last := 0
 	waitLong(t, "up to date again", func() bool {
 		e := ends(scheduler.ResultUpToDate)

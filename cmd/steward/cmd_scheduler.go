@@ -88,15 +88,16 @@ func withUpToDateChecks(cfg *config.Config, jobs []scheduler.Job) []scheduler.Jo
 }
 
 // mailUpToDate reads mail.yaml afresh, as the child would, and asks the
-// mirror whether a reconcile has anything to do.
+// mirror whether a reconcile has anything to do; when it has, the answer is
+// why.
 func mailUpToDate(ctx context.Context, cfg *config.Config) (string, bool) {
 	s, err := mail.LoadSettings(cfg, mail.UserHome())
 	if err != nil {
-		return "", false
+		return "", false // the child reports it (e.g. not configured)
 	}
 	f := mirror.CheckUnchanged(ctx, mirror.CheckOptions{DBPath: s.DBPath, Accounts: s.Config.Accounts})
 	if !f.Unchanged {
-		return "", false
+		return f.Reason, false
 	}
 	return fmt.Sprintf("%d Maildir folders as the last reconcile recorded them; no child started", f.Folders), true
 }

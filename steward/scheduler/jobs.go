@@ -28,10 +28,12 @@ type Job struct {
 	Summary string
 	// UpToDate, when set, is asked before each run whether the job has
 	// anything to do; when it answers true the run ends "up to date" with
-	// its detail and no child is started. A check made in the scheduler's
-	// long-lived process costs far less than starting the binary, which is
-	// most of an unchanged mail reconcile. It must write nothing, and answer
-	// false whenever it is unsure: the child then runs and decides.
+	// detail (what it checked) and no child is started; when false, detail
+	// (why the child is needed) goes on the run's start line. A check made
+	// in the scheduler's long-lived process costs far less than starting
+	// the binary, which is most of an unchanged mail reconcile. It must
+	// write nothing, and answer false whenever it is unsure: the child then
+	// runs and decides.
 	UpToDate func(ctx context.Context) (detail string, upToDate bool)
 }
 

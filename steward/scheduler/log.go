@@ -34,7 +34,7 @@ type Record struct {
 	Result     string             `json:"result,omitempty"`
 	Summary    map[string]float64 `json:"summary,omitempty"` // numeric fields of the job's --json report
 	Error      string             `json:"error,omitempty"`
-	Reason     string             `json:"reason,omitempty"` // why a tick was skipped or a job unavailable; what an "up to date" run checked
+	Reason     string             `json:"reason,omitempty"` // why a tick was skipped, a job unavailable or a child needed; what an "up to date" run checked
 	Next       *time.Time         `json:"next,omitempty"`
 	Jobs       []string           `json:"jobs,omitempty"`
 }

@@ -200,6 +200,16 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, js.Timeout)
 	defer cancel()
+	var why string // the check's reason for starting the child
+	if js.UpToDate != nil {
+		detail, upToDate := js.UpToDate(rctx)
+		if upToDate {
+			s.record(Record{TS: start.UTC(), Event: EventStart, Job: js.Name, Run: run})
+			s.finish(js, start, Record{Event: EventEnd, Job: js.Name, Run: run, Next: &next, Result: ResultUpToDate, Reason: detail})
+			return
+		}
+		why = detail
+	}
 	cmd := exec.CommandContext(rctx, s.opts.Self, js.Args...)
 	cmd.Env = s.opts.Env
 	stdout := &limitedBuffer{limit: 1 << 20}
@@ -209,14 +219,6 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	cmd.Cancel = func() error { return terminateGroup(cmd) }
 	cmd.WaitDelay = s.opts.KillGrace
 	rec := Record{Event: EventEnd, Job: js.Name, Run: run, Next: &next}
-	if js.UpToDate != nil {
-		if detail, ok := js.UpToDate(rctx); ok {
-			s.record(Record{Event: EventStart, Job: js.Name, Run: run})
-			rec.Result, rec.Reason = ResultUpToDate, detail
-			s.finish(js, start, rec)
-			return
-		}
-	}
 	if err := cmd.Start(); err != nil {
 		s.record(Record{Event: EventStart, Job: js.Name, Run: run})
 		rec.Result, rec.Error = ResultFailed, "start: "+err.Error()
@@ -229,7 +231,7 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	s.mu.Lock()
 	js.status.LastStart, js.status.PID = &start, cmd.Process.Pid
 	s.mu.Unlock()
-	s.record(Record{Event: EventStart, Job: js.Name, Run: run, PID: cmd.Process.Pid})
+	s.record(Record{Event: EventStart, Job: js.Name, Run: run, PID: cmd.Process.Pid, Reason: why})
 	err := cmd.Wait()
 	killGroup(cmd) // anything the job left behind
 	code := cmd.ProcessState.ExitCode()

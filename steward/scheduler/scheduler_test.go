@@ -404,6 +404,9 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 		switch r.Event {
 		case EventStart:
 			starts++
+			if !answers[r.Run-1] && r.Reason != fmt.Sprintf("check %d: nothing changed", r.Run) {
+				t.Errorf("child run's start line %+v does not say why the check did not suffice", r)
+			}
 		case EventEnd:
 			ends++
 			upToDate := answers[r.Run-1]
