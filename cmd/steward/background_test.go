@@ -114,6 +114,37 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// runScheduler runs `steward scheduler` until the test ends, when it must
+// stop cleanly.
+func runScheduler(t *testing.T, env *cliEnv, logs fmt.Stringer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"scheduler"}, env) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("steward scheduler exit %d\n%s", code, logs)
+		}
+	})
+}
+
+// mirroredMessages is the mail mirror's message count, as `steward mail
+// status --json` reports it.
+func mirroredMessages(t *testing.T, home string) int {
+	t.Helper()
+	env, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"})
+	if code := run(context.Background(), []string{"mail", "status", "--json"}, env); code != 0 {
+		t.Fatalf("mail status exit %d: %s", code, out)
+	}
+	var ms struct {
+		Stats struct {
+			Messages int `json:"messages"`
+		} `json:"stats"`
+	}
+	json.Unmarshal(out.Bytes(), &ms)
+	return ms.Stats.Messages
+}
+
 // TestServeBackgroundPlane runs `steward serve` with its scheduler, mail
 // watcher and preparation queue over a real Maildir and real child jobs.
 func TestServeBackgroundPlane(t *testing.T) {
@@ -286,15 +317,7 @@ func TestSchedulerJobsFailInIsolation(t *testing.T) {
 	os.WriteFile(filepath.Join(home, "contacts.yaml"), []byte("sources:\n  - name: x\n    kind: carrier-pigeon\n"), 0o600)
 	os.WriteFile(filepath.Join(home, "config.env"), []byte("MAIL_EMBED_ENDPOINT=off\n"), 0o600)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"scheduler"}, env) }()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("steward scheduler exit %d\n%s", code, logs)
-		}
-	})
+	runScheduler(t, env, logs)
 	logPath := filepath.Join(home, "logs", "scheduler.jsonl")
 	find := func(match func(scheduler.Record) bool) *scheduler.Record {
 		recs, _ := scheduler.ReadRecords(logPath)
@@ -332,18 +355,8 @@ func TestSchedulerJobsFailInIsolation(t *testing.T) {
 		return next != nil
 	})
 	// The store is consistent and complete.
-	statusEnv, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"})
-	if code := run(context.Background(), []string{"mail", "status", "--json"}, statusEnv); code != 0 {
-		t.Fatalf("mail status exit %d: %s", code, out)
-	}
-	var ms struct {
-		Stats struct {
-			Messages int `json:"messages"`
-		} `json:"stats"`
-	}
-	json.Unmarshal(out.Bytes(), &ms)
-	if ms.Stats.Messages != messages {
-		t.Errorf("mirror holds %d messages after the killed run and the next, want %d", ms.Stats.Messages, messages)
+	if ms := mirroredMessages(t, home); ms != messages {
+		t.Errorf("mirror holds %d messages after the killed run and the next, want %d", ms, messages)
 	}
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(home, "mail", "mail.db")+"?mode=ro")
 	if err != nil {
@@ -399,15 +412,7 @@ func TestSchedulerSparesUnchangedMaildir(t *testing.T) {
 	}
 	writeMailConfig(t, home, maildir)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"scheduler"}, env) }()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("steward scheduler exit %d\n%s", code, logs)
-		}
-	})
+	runScheduler(t, env, logs)
 	logPath := filepath.Join(home, "logs", "scheduler.jsonl")
 	ends := func(result string) []scheduler.Record {
 		recs, _ := scheduler.ReadRecords(logPath)
@@ -460,20 +465,10 @@ func TestSchedulerSparesUnchangedMaildir(t *testing.T) {
 		last = int(e[len(e)-1].Run)
 		return len(ends(scheduler.ResultOK)) >= 2 && e[len(e)-1].Run > ends(scheduler.ResultOK)[1].Run
 	})
-	statusEnv, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home, "MAIL_EMBED_ENDPOINT": "off"})
-	if code := run(context.Background(), []string{"mail", "status", "--json"}, statusEnv); code != 0 {
-		t.Fatalf("mail status exit %d: %s", code, out)
+	if ms := mirroredMessages(t, home); ms != 4 {
+		t.Errorf("mirror holds %d messages, want 4", ms)
 	}
-	var ms struct {
-		Stats struct {
-			Messages int `json:"messages"`
-		} `json:"stats"`
-	}
-	json.Unmarshal(out.Bytes(), &ms)
-	if ms.Stats.Messages != 4 {
-		t.Errorf("mirror holds %d messages, want 4", ms.Stats.Messages)
-	}
-	statusEnv, out, _ = testEnv(t, map[string]string{"STEWARD_HOME": home})
+	statusEnv, out, _ := testEnv(t, map[string]string{"STEWARD_HOME": home})
 	if code := run(context.Background(), []string{"scheduler", "status"}, statusEnv); code != 0 || !strings.Contains(out.String(), "up to date: 2 Maildir folders") {
 		t.Errorf("scheduler status (exit %d) after run %d:\n%s", code, last, out)
 	}
