@@ -202,7 +202,7 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	defer cancel()
 	var why string // the check's reason for starting the child
 	if js.UpToDate != nil {
-		detail, upToDate := js.UpToDate(rctx)
+		detail, upToDate := s.upToDate(rctx, js)
 		if upToDate {
 			s.record(Record{TS: start.UTC(), Event: EventStart, Job: js.Name, Run: run})
 			s.finish(js, start, Record{Event: EventEnd, Job: js.Name, Run: run, Next: &next, Result: ResultUpToDate, Reason: detail})
@@ -254,6 +254,24 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 		}
 	}
 	s.finish(js, start, rec)
+}
+
+// checkTimeout bounds a job's in-process UpToDate check.
+const checkTimeout = time.Minute
+
+// upToDate asks the job's check, bounded by checkTimeout; a check that
+// panics is "not sure", so that it cannot take the scheduler's process down
+// any more than a crashing child could.
+func (s *Scheduler) upToDate(ctx context.Context, js *jobState) (detail string, upToDate bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			detail, upToDate = fmt.Sprintf("the up-to-date check failed (%v); running the job", r), false
+			s.log.Error("scheduler: a job's up-to-date check panicked; the job runs as a child", "job", js.Name, "panic", r)
+		}
+	}()
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	return js.UpToDate(cctx)
 }
 
 func (s *Scheduler) finish(js *jobState, start time.Time, rec Record) {

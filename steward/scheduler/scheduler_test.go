@@ -372,8 +372,8 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 	calls, bounded := 0, 0
 	job := Job{Name: "ok", Args: []string{"ok", "--json"}, Interval: time.Hour, Timeout: 20 * time.Second,
 		UpToDate: func(ctx context.Context) (string, bool) {
-			if _, ok := ctx.Deadline(); ok {
-				bounded++ // the check runs under the run's timeout
+			if d, ok := ctx.Deadline(); ok && time.Until(d) <= checkTimeout {
+				bounded++
 			}
 			calls++
 			return fmt.Sprintf("check %d: nothing changed", calls), answers[calls-1]
@@ -430,5 +430,44 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 	}
 	if js := ls.Jobs[0]; js.LastResult != ResultUpToDate || js.LastDetail != "check 3: nothing changed" {
 		t.Errorf("from the log: %+v", js)
+	}
+}
+
+// TestPanickingCheckRunsTheChild: a check that panics is "not sure"; the
+// child runs, its start line says why, and the scheduler goes on.
+func TestPanickingCheckRunsTheChild(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := OpenLog(filepath.Join(t.TempDir(), "scheduler.jsonl"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Name: "ok", Args: []string{"ok", "--json"}, Interval: time.Hour, Timeout: 20 * time.Second,
+		UpToDate: func(context.Context) (string, bool) { panic("index out of range") }}
+	s := New(Options{Self: self, Jobs: []Job{job}, Log: lg, Env: append(os.Environ(), "SCHED_TEST_CHILD=1")})
+	for range 2 {
+		s.tick(context.Background(), s.jobs[0], time.Now())
+		s.wg.Wait()
+	}
+	if st := s.Status()[0]; st.Runs != 2 || st.LastResult != ResultOK || st.LastSummary["new"] != 2 {
+		t.Errorf("after two runs with a panicking check: %+v", st)
+	}
+	recs, err := ReadRecords(lg.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, r := range recs {
+		if r.Event == EventStart {
+			starts++
+			if r.PID == 0 || !strings.Contains(r.Reason, "the up-to-date check failed (index out of range)") {
+				t.Errorf("start line %+v", r)
+			}
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d child runs started, want 2", starts)
 	}
 }
