@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,7 +46,15 @@ type Config struct {
 	getenv func(string) (string, bool)
 	osEnv  bool // getenv is the process environment
 	file   map[string]string
+	mu     sync.Mutex // guards errs: the getters run on many goroutines (scheduler checks, status handlers)
 	errs   []error
+}
+
+// fail records a validation error.
+func (c *Config) fail(err error) {
+	c.mu.Lock()
+	c.errs = append(c.errs, err)
+	c.mu.Unlock()
 }
 
 // Load resolves STEWARD_HOME, creates it with mode 0700 and reads its
@@ -243,11 +252,11 @@ func (c *Config) Int(name string, def, lo, hi int64) int64 {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		c.errs = append(c.errs, fmt.Errorf("%s=%q: not a whole number", name, v))
+		c.fail(fmt.Errorf("%s=%q: not a whole number", name, v))
 		return def
 	}
 	if n < lo || n > hi {
-		c.errs = append(c.errs, fmt.Errorf("%s=%d: must be between %d and %d", name, n, lo, hi))
+		c.fail(fmt.Errorf("%s=%d: must be between %d and %d", name, n, lo, hi))
 		return def
 	}
 	return n
@@ -262,7 +271,7 @@ func (c *Config) Clamp(name string, def, lo, hi int64) int64 {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		c.errs = append(c.errs, fmt.Errorf("%s=%q: not a whole number", name, v))
+		c.fail(fmt.Errorf("%s=%q: not a whole number", name, v))
 		return def
 	}
 	if n < lo || n > hi {
@@ -293,7 +302,7 @@ func (c *Config) Bool(name string, def bool) bool {
 	case "0", "false", "no", "off":
 		return false
 	}
-	c.errs = append(c.errs, fmt.Errorf("%s=%q: expected 1/0, true/false, yes/no or on/off", name, v))
+	c.fail(fmt.Errorf("%s=%q: expected 1/0, true/false, yes/no or on/off", name, v))
 	return def
 }
 
@@ -305,7 +314,7 @@ func (c *Config) URL(name, def string) string {
 	}
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		c.errs = append(c.errs, fmt.Errorf("%s=%q: expected an absolute http:// or https:// URL", name, v))
+		c.fail(fmt.Errorf("%s=%q: expected an absolute http:// or https:// URL", name, v))
 		return def
 	}
 	return strings.TrimRight(v, "/")
@@ -318,7 +327,7 @@ func (c *Config) Path(name, def string) string {
 		return def
 	}
 	if !filepath.IsAbs(v) {
-		c.errs = append(c.errs, fmt.Errorf("%s=%q: must be an absolute path", name, v))
+		c.fail(fmt.Errorf("%s=%q: must be an absolute path", name, v))
 		return def
 	}
 	return filepath.Clean(v)
@@ -326,6 +335,8 @@ func (c *Config) Path(name, def string) string {
 
 // Err returns every validation error recorded by the getters so far, joined.
 func (c *Config) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return errors.Join(c.errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +142,28 @@ func TestIsSecret(t *testing.T) {
 		if got := config.IsSecret(name); got != want {
 			t.Errorf("IsSecret(%s) = %v", name, got)
 		}
+	}
+}
+
+// The getters run on many goroutines of serve (the scheduler's in-process
+// checks, status handlers); none of the errors they record may be lost.
+func TestGettersAreSafeForConcurrentUse(t *testing.T) {
+	c, err := config.Load(config.LoadOptions{Getenv: mapEnv(map[string]string{"STEWARD_HOME": t.TempDir(), "BAD_NUMBER": "many"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, calls = 8, 200
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range calls {
+				c.Int("BAD_NUMBER", 1, 0, 10)
+				c.Err()
+			}
+		})
+	}
+	wg.Wait()
+	if n := strings.Count(c.Err().Error(), `BAD_NUMBER="many": not a whole number`); n != workers*calls {
+		t.Errorf("%d errors recorded, want %d", n, workers*calls)
 	}
 }
