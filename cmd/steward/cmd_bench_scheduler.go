@@ -571,7 +571,6 @@ func benchWatcher(ctx context.Context, self, home, root string, n int, rep *sche
 	return nil
 }
 
-// processCPU is a finished child's user + system CPU time in seconds.
 // selfCPU is this process's CPU time (user + system) so far, in seconds.
 func selfCPU() float64 {
 	var ru syscall.Rusage
@@ -581,6 +580,7 @@ func selfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
+// processCPU is a finished child's user + system CPU time in seconds.
 func processCPU(ps *os.ProcessState) float64 {
 	if ps == nil {
 		return 0
