@@ -356,10 +356,10 @@ func TestTickAfterStopStartsNothing(t *testing.T) {
 	}
 }
 
-// TestUpToDateRunStartsNoChild: a run whose check finds nothing to do ends
-// "up to date" with the check's detail, logged as a start and an end line
-// without a child; when the check is unsure, the child runs as before.
-func TestUpToDateRunStartsNoChild(t *testing.T) {
+// oneJobScheduler returns a scheduler of job whose children are this test
+// binary (TestMain), logging into a new file; runs start through tick.
+func oneJobScheduler(t *testing.T, job Job) (*Scheduler, *Log) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -368,6 +368,13 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return New(Options{Self: self, Jobs: []Job{job}, Log: lg, Env: append(os.Environ(), "SCHED_TEST_CHILD=1")}), lg
+}
+
+// TestUpToDateRunStartsNoChild: a run whose check finds nothing to do ends
+// "up to date" with the check's detail, logged as a start and an end line
+// without a child; when the check is unsure, the child runs as before.
+func TestUpToDateRunStartsNoChild(t *testing.T) {
 	answers := []bool{true, false, true}
 	calls, bounded := 0, 0
 	job := Job{Name: "ok", Args: []string{"ok", "--json"}, Interval: time.Hour, Timeout: 20 * time.Second,
@@ -378,7 +385,7 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 			calls++
 			return fmt.Sprintf("check %d: nothing changed", calls), answers[calls-1]
 		}}
-	s := New(Options{Self: self, Jobs: []Job{job}, Log: lg, Env: append(os.Environ(), "SCHED_TEST_CHILD=1")})
+	s, lg := oneJobScheduler(t, job)
 	for i, upToDate := range answers {
 		s.tick(context.Background(), s.jobs[0], time.Now())
 		s.wg.Wait()
@@ -436,17 +443,9 @@ func TestUpToDateRunStartsNoChild(t *testing.T) {
 // TestPanickingCheckRunsTheChild: a check that panics is "not sure"; the
 // child runs, its start line says why, and the scheduler goes on.
 func TestPanickingCheckRunsTheChild(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, err := OpenLog(filepath.Join(t.TempDir(), "scheduler.jsonl"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := Job{Name: "ok", Args: []string{"ok", "--json"}, Interval: time.Hour, Timeout: 20 * time.Second,
 		UpToDate: func(context.Context) (string, bool) { panic("index out of range") }}
-	s := New(Options{Self: self, Jobs: []Job{job}, Log: lg, Env: append(os.Environ(), "SCHED_TEST_CHILD=1")})
+	s, lg := oneJobScheduler(t, job)
 	for range 2 {
 		s.tick(context.Background(), s.jobs[0], time.Now())
 		s.wg.Wait()
