@@ -115,8 +115,15 @@ func TestCheckUnchangedAgreesWithReconcile(t *testing.T) {
 			}
 		}, "changed since the last reconcile"},
 		{"same-tick change", func() {
-			// Listed while its time was recent: recorded untrusted.
+			// Listed while its time was recent (a minute ahead, so that a
+			// slow machine cannot make it old): recorded untrusted.
 			addN(t, md, "INBOX", "tick", 1, "S")
+			soon := time.Now().Add(time.Minute)
+			for _, sub := range []string{"cur", "new"} {
+				if err := os.Chtimes(filepath.Join(md.Dir("INBOX"), sub), soon, soon); err != nil {
+					t.Fatal(err)
+				}
+			}
 			reconcile(t, s, SyncOptions{})
 		}, "changed since the last reconcile"},
 	}
