@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,10 @@ import (
 
 // reminderCols is how many values reminderInsertSQL binds per row.
 const reminderCols = 10
+
+// restoreChecksSQL turns the connection's CHECK constraints back on after
+// insertReminders: a variable so that a test can make restoring fail.
+var restoreChecksSQL = `PRAGMA ignore_check_constraints = OFF`
 
 // reminderInsertSQL inserts n new calendar reminders. Their kind, status
 // and empty payload columns are constants of the statement: a 10,000-reminder pass binds 100,000 values
@@ -56,14 +61,16 @@ func insertReminders(ctx context.Context, conn *sql.Conn, its []*Item, now time.
 		// IN list is not coded once per statement), about a fifth of a
 		// creating pass. The flag is the connection's, so it is restored
 		// before the connection goes back, whatever happened: with a
-		// cancelled context too, and a connection that cannot restore it is
-		// discarded (driver.ErrBadConn), taking the transaction with it.
+		// cancelled context too. A connection that cannot restore it fails
+		// the batch with errChecksOff, and UpsertBatch discards it once
+		// the transaction is rolled back (not here: database/sql would wait
+		// for that transaction to end before closing the connection).
 		if err := execOnce(ctx, prep, `PRAGMA ignore_check_constraints = ON`, nil); err != nil {
 			return err
 		}
 		defer func() {
-			if rerr := execOnce(context.WithoutCancel(ctx), prep, `PRAGMA ignore_check_constraints = OFF`, nil); rerr != nil {
-				err = fmt.Errorf("restore CHECK constraints (%v): %w", rerr, driver.ErrBadConn)
+			if rerr := execOnce(context.WithoutCancel(ctx), prep, restoreChecksSQL, nil); rerr != nil {
+				err = fmt.Errorf("%w: %v", errChecksOff, rerr)
 			}
 		}()
 		for len(its) > 0 {
@@ -103,6 +110,16 @@ func insertReminders(ctx context.Context, conn *sql.Conn, its []*Item, now time.
 		return fmt.Errorf("store actions: %w", err)
 	}
 	return nil
+}
+
+// errChecksOff is a connection whose CHECK constraints insertReminders
+// could not turn back on: it must not go back to the pool.
+var errChecksOff = errors.New("restore CHECK constraints")
+
+// discardConn closes conn's driver connection instead of returning it to
+// the pool. No transaction may be open on conn: closing waits for it.
+func discardConn(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // execOnce prepares query, runs it with args and closes it.

@@ -399,7 +399,12 @@ func (s *Store) UpsertBatch(ctx context.Context, items []Item, keepStatus bool) 
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("store actions: %w", err)
 	}
-	defer tx.Rollback()
+	defer func() {
+		tx.Rollback()
+		if errors.Is(err, errChecksOff) {
+			discardConn(conn)
+		}
+	}()
 	now := s.opts.Now()
 	current, err := s.lookupMany(ctx, tx, items)
 	if err != nil {
