@@ -230,9 +230,28 @@ func listCase(ctx context.Context, o *Options, rep *Report) error {
 	return nil
 }
 
-// interleaved is interleave's outcome, from wall clock and from CPU time
-// (user+sys of the process: unlike wall time, it leaves out the time the
-// process waits for a core on a shared machine).
+// sample is a measured call's wall-clock and CPU time (user+sys of the
+// process: unlike wall time, it leaves out the time the process waits for
+// a core on a shared machine).
+type sample struct{ wall, cpu time.Duration }
+
+// ms returns s in milliseconds (to the microsecond), wall then CPU.
+func (s sample) ms() (wall, cpu float64) {
+	return float64(s.wall.Microseconds()) / 1000, float64(s.cpu.Microseconds()) / 1000
+}
+
+// measure calls f n times back to back and returns the mean call's times.
+func measure(n int, f func() error) (sample, error) {
+	start, cpu := time.Now(), cpuTime()
+	for range n {
+		if err := f(); err != nil {
+			return sample{}, err
+		}
+	}
+	return sample{time.Since(start) / time.Duration(n), (cpuTime() - cpu) / time.Duration(n)}, nil
+}
+
+// interleaved is interleave's outcome, from wall clock and from CPU time.
 type interleaved struct {
 	wall, cpu           []Timing   // per side: the first call, then median and p95 over rounds of the mean call
 	wallRatio, cpuRatio [3]float64 // side 0 over side 1 per round: median, p10, p90
@@ -245,16 +264,6 @@ type interleaved struct {
 // alike, and the median of the rounds' ratios says more than the ratio of
 // two medians taken at different times.
 func interleave(rounds, perRound int, sides ...func() error) (*interleaved, error) {
-	type sample struct{ wall, cpu time.Duration }
-	measure := func(n int, f func() error) (sample, error) {
-		start, cpu := time.Now(), cpuTime()
-		for range n {
-			if err := f(); err != nil {
-				return sample{}, err
-			}
-		}
-		return sample{time.Since(start) / time.Duration(n), (cpuTime() - cpu) / time.Duration(n)}, nil
-	}
 	first := make([]sample, len(sides))
 	for i, f := range sides {
 		var err error
@@ -408,10 +417,12 @@ func reminderCase(ctx context.Context, o *Options, rep *Report) error {
 	var firstCPU, unchangedCPU []float64
 	var r actions.ReminderReport
 	for i := range o.Repeats {
-		var first, unchanged, fc, uc float64
-		if r, first, unchanged, fc, uc, err = reminderPasses(ctx, filepath.Join(dir, fmt.Sprintf("actions-%d.db", i)), ro); err != nil {
+		var firstPass, unchangedPass sample
+		if r, firstPass, unchangedPass, err = reminderPasses(ctx, filepath.Join(dir, fmt.Sprintf("actions-%d.db", i)), ro); err != nil {
 			return err
 		}
+		first, fc := firstPass.ms()
+		unchanged, uc := unchangedPass.ms()
 		rm.FirstSamples, rm.UnchangedSamples = append(rm.FirstSamples, first), append(rm.UnchangedSamples, unchanged)
 		firstCPU, unchangedCPU = append(firstCPU, fc), append(unchangedCPU, uc)
 		o.logf("  run %d: %d reminders created in %.1f ms (CPU %.1f ms); unchanged pass %.1f ms (CPU %.1f ms)", i+1, r.Created, first, fc, unchanged, uc)
@@ -430,27 +441,26 @@ func reminderCase(ctx context.Context, o *Options, rep *Report) error {
 
 // reminderPasses runs the creating pass into a new store at path and the
 // unchanged pass after it, returning the report of the first and each
-// pass's wall and CPU milliseconds.
-func reminderPasses(ctx context.Context, path string, ro actions.ReminderOptions) (r actions.ReminderReport, first, unchanged, firstCPU, unchangedCPU float64, err error) {
+// pass's times.
+func reminderPasses(ctx context.Context, path string, ro actions.ReminderOptions) (r actions.ReminderReport, first, unchanged sample, err error) {
 	store, err := actions.Open(ctx, path, actions.Options{})
 	if err != nil {
-		return r, 0, 0, 0, 0, err
+		return r, first, unchanged, err
 	}
 	defer store.Close()
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	pass := func() (err error) {
+		r, err = store.CalendarReminders(ctx, ro)
+		return err
+	}
 	// Collect the previous work's garbage first: its debt is not the pass's.
 	runtime.GC()
-	start, cpu := time.Now(), cpuTime()
-	if r, err = store.CalendarReminders(ctx, ro); err != nil {
-		return r, 0, 0, 0, 0, err
+	if first, err = measure(1, pass); err != nil {
+		return r, first, unchanged, err
 	}
-	first, firstCPU = ms(time.Since(start)), ms(cpuTime()-cpu)
+	created := r
 	runtime.GC()
-	start, cpu = time.Now(), cpuTime()
-	if _, err = store.CalendarReminders(ctx, ro); err != nil {
-		return r, 0, 0, 0, 0, err
-	}
-	return r, first, ms(time.Since(start)), firstCPU, ms(cpuTime() - cpu), nil
+	unchanged, err = measure(1, pass)
+	return created, first, unchanged, err
 }
 
 // countingModel answers the planner like a cautious model: one thread in
