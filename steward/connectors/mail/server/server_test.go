@@ -73,12 +73,18 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &env{session: connectPreparing(t, srv), saveDir: saveDir, stewardHome: stewardHome, opener: opener}
+}
+
+// connectPreparing connects to srv a client that can also send
+// steward/prepareSearch.
+func connectPreparing(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 	if err := mcp.AddSendingCustomMethod[*PrepareParams, *PrepareResult](client, "steward/prepareSearch"); err != nil {
 		t.Fatal(err)
 	}
-	cs := mcptooltest.ConnectClient(t, srv, client)
-	return &env{session: cs, saveDir: saveDir, stewardHome: stewardHome, opener: opener}
+	return mcptooltest.ConnectClient(t, srv, client)
 }
 
 // call invokes a tool and decodes its structured result into out; it
@@ -285,11 +291,7 @@ func TestDeferredPrepareSearch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
-			if err := mcp.AddSendingCustomMethod[*PrepareParams, *PrepareResult](client, "steward/prepareSearch"); err != nil {
-				t.Fatal(err)
-			}
-			cs := mcptooltest.ConnectClient(t, srv, client)
+			cs := connectPreparing(t, srv)
 			res, err := mcp.CallCustomMethod[*PrepareParams, *PrepareResult](context.Background(), cs, "steward/prepareSearch", &PrepareParams{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
