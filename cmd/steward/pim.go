@@ -199,11 +199,7 @@ type unconfiguredIndexError struct{ reason, notBuilt error }
 // is the job's advice, too long for a search tool's error or a preparation
 // line.
 func (e unconfiguredIndexError) Error() string {
-	msg := localsource.AdviceHead(e.reason.Error())
-	if !strings.HasPrefix(msg, "not configured") {
-		msg = "not configured: " + msg
-	}
-	return msg
+	return localsource.NotConfiguredLine(e.reason.Error())
 }
 
 func (e unconfiguredIndexError) Unwrap() []error { return []error{e.notBuilt, e.reason} }

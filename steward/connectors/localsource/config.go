@@ -179,3 +179,11 @@ func AdviceHead(msg string) string {
 	head = strings.TrimSuffix(strings.TrimSpace(head), ":")
 	return strings.TrimSpace(strings.TrimSuffix(head, ", for example"))
 }
+
+// NotConfiguredLine is msg's AdviceHead led by "not configured: " once,
+// whether msg already starts so (ErrNotConfigured's messages) or not (a
+// connector's own wording): the one line that search preparation and
+// the tools give as the reason.
+func NotConfiguredLine(msg string) string {
+	return "not configured: " + strings.TrimPrefix(AdviceHead(msg), "not configured: ")
+}

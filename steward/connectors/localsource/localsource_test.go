@@ -307,3 +307,16 @@ func TestAdviceHead(t *testing.T) {
 		}
 	}
 }
+
+// TestNotConfiguredLine: the reason line starts with "not configured: "
+// once, whether the message had it or not.
+func TestNotConfiguredLine(t *testing.T) {
+	for _, c := range []struct{ msg, want string }{
+		{"not configured: no calendar sources: /h/calendar.yaml does not exist; create it with, for example:\nsources:\n  - x", "not configured: no calendar sources: /h/calendar.yaml does not exist"},
+		{"no mail accounts configured: create /h/mail.yaml, for example:\n\naccounts:\n  - name: personal", "not configured: no mail accounts configured: create /h/mail.yaml"},
+	} {
+		if got := localsource.NotConfiguredLine(c.msg); got != c.want {
+			t.Errorf("NotConfiguredLine(%q) = %q, want %q", c.msg, got, c.want)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func addReadTools(s *mcp.Server, get func(context.Context) (*handlers, error)) e
 		case errors.Is(err, mail.ErrNoConfig):
 			// Nothing to prepare: the host records the task as skipped,
 			// not failed, and the tools keep explaining what to configure.
-			return &PrepareResult{Skipped: "not configured: " + localsource.AdviceHead(err.Error())}, nil
+			return &PrepareResult{Skipped: localsource.NotConfiguredLine(err.Error())}, nil
 		case errors.Is(err, search.ErrNoMirror):
 			return &PrepareResult{Skipped: localsource.AdviceHead(err.Error())}, nil
 		case err != nil:
