@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/runtime"
-	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // actionConfig inserts a shell.run node "check" between the root's plan and
@@ -338,19 +335,8 @@ func TestStopDuringActionSettlesAndWritesEvidence(t *testing.T) {
 func (e *env) eventTypes() []string {
 	e.t.Helper()
 	var out []string
-	_, err := e.p.Publisher.ReadJSONL(e.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
-		Validate: func(_ int, env state.Envelope) error {
-			for _, raw := range env.Rows {
-				var ev project.Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return err
-				}
-				out = append(out, ev.Type)
-			}
-			return nil
-		}})
-	if err != nil {
-		e.t.Fatal(err)
+	for _, ev := range runtime.AppLogEvents(e.t, e.p, "") {
+		out = append(out, ev.Type)
 	}
 	return out
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
-	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
@@ -48,21 +47,8 @@ func summarizerTier3(cfg string) string {
 func events(t *testing.T, rt *Runtime, typ string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	_, err := rt.p.Publisher.ReadJSONL(rt.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
-		Validate: func(_ int, env state.Envelope) error {
-			for _, raw := range env.Rows {
-				var ev project.Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return err
-				}
-				if ev.Type == typ {
-					out = append(out, ev.Data)
-				}
-			}
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
+	for _, ev := range appLogEvents(t, rt.p, typ) {
+		out = append(out, ev.Data)
 	}
 	return out
 }
