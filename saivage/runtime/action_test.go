@@ -215,22 +215,7 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 		{"code_quality.typescript_eslint", "app/main.ts", "export function hello(name: any): string {\n  return `hi ${name}`;\n}\n", "@typescript-eslint/no-explicit-any"},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
-			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{NodeModules: mods}},
-				initEdit: checkNodeConfig("action: "+tc.action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
-			if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(e.dir, tc.file), []byte(tc.content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			e.script.Add("planner@project",
-				call("write", map[string]any{"path": "record:plan", "content": "lint"}),
-				emit("done", "planned", nil),
-			)
-			if err := e.rt.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			e.waitRunEnded()
+			e := runQualityNode(t, quality.Runner{NodeModules: mods}, tc.action, tc.file, tc.content)
 			// One lint error: errors != 0 takes the otherwise case.
 			if st := e.status("project"); st != "blocked" {
 				t.Fatalf("root is %s", st)
@@ -254,6 +239,30 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 				Invocation: inv, Output: records.OutputReturnedText, Bytes: len(report), SHA256: sha256Hex(report)})
 		})
 	}
+}
+
+// runQualityNode runs a project whose check node is the code-quality
+// action (its errors routing the root to blocked) with runner, over file
+// (under app/) holding content, and waits for the run's end.
+func runQualityNode(t *testing.T, runner quality.Runner, action, file, content string) *env {
+	t.Helper()
+	e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: runner},
+		initEdit: checkNodeConfig("action: "+action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
+	if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "lint"}),
+		emit("done", "planned", nil),
+	)
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEnded()
+	return e
 }
 
 // TestStopDuringActionSettlesAndWritesEvidence: Stop while a shell.run node
