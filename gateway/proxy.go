@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -188,9 +187,10 @@ func (x *exchange) attemptCause(t *target, stream bool, status int, outcome Outc
 }
 
 // sendFailed records an attempt whose request got no response, counting
-// it as unreachable when the connection itself failed.
+// it as unreachable when the connection itself failed (llm.IsUnreachable,
+// the test the gateway's callers apply to its answer).
 func (x *exchange) sendFailed(t *target, stream bool, a *attemptTimers, toHeaders time.Duration, err error) {
-	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+	if llm.IsUnreachable(err) {
 		x.unreachable++
 	}
 	x.attempt(t, stream, 0, OutcomeRetryable, toHeaders, a.failure("", err))

@@ -139,29 +139,36 @@ type Invocation struct {
 
 // Available reports why the runner cannot run analyzer, or nil.
 func (r Runner) Available(analyzer string) error {
+	_, err := r.engine(analyzer)
+	return err
+}
+
+// engine resolves how analyzer runs: the native Ruff executable to run, or
+// "" for the Node.js child; an error says why it cannot run.
+func (r Runner) engine(analyzer string) (native string, err error) {
 	if !Known(analyzer) {
-		return fmt.Errorf("unknown analyzer %q", analyzer)
+		return "", fmt.Errorf("unknown analyzer %q", analyzer)
 	}
 	if analyzer == PythonRuff {
 		native, err := r.nativeRuff()
 		if err != nil || native != "" {
-			return err
+			return native, err
 		}
 	}
 	if r.NodeModules == "" {
 		if analyzer == PythonRuff {
-			return fmt.Errorf("%w: no Ruff is installed (install ruff on PATH, set %s to its executable, or set SAIVAGE_QUALITY_NODE_MODULES to a node_modules directory with @astral-sh/ruff-wasm-nodejs)", ErrUnavailable, EnvRuff)
+			return "", fmt.Errorf("%w: no Ruff is installed (install ruff on PATH, set %s to its executable, or set SAIVAGE_QUALITY_NODE_MODULES to a node_modules directory with @astral-sh/ruff-wasm-nodejs)", ErrUnavailable, EnvRuff)
 		}
-		return fmt.Errorf("%w: no analyzer modules are configured (set SAIVAGE_QUALITY_NODE_MODULES to a node_modules directory with eslint, @eslint/js, typescript-eslint, typescript and @astral-sh/ruff-wasm-nodejs)", ErrUnavailable)
+		return "", fmt.Errorf("%w: no analyzer modules are configured (set SAIVAGE_QUALITY_NODE_MODULES to a node_modules directory with eslint, @eslint/js, typescript-eslint, typescript and @astral-sh/ruff-wasm-nodejs)", ErrUnavailable)
 	}
 	mod := map[string]string{JavaScriptESLint: "eslint", TypeScriptESLint: "typescript-eslint", PythonRuff: "@astral-sh/ruff-wasm-nodejs"}[analyzer]
 	if _, err := os.Stat(filepath.Join(r.NodeModules, mod, "package.json")); err != nil {
-		return fmt.Errorf("%w: %s is not installed in %s", ErrUnavailable, mod, r.NodeModules)
+		return "", fmt.Errorf("%w: %s is not installed in %s", ErrUnavailable, mod, r.NodeModules)
 	}
 	if _, err := exec.LookPath(r.node()); err != nil {
-		return fmt.Errorf("%w: %s not found: %v", ErrUnavailable, r.node(), err)
+		return "", fmt.Errorf("%w: %s not found: %v", ErrUnavailable, r.node(), err)
 	}
-	return nil
+	return "", nil
 }
 
 // nativeRuff returns the native Ruff executable to run, "" for the
@@ -257,12 +264,9 @@ func Files(root, analyzer string, paths []string) ([]string, error) {
 // not errors; an error means the analyzer could not run.
 func (r Runner) Run(ctx context.Context, analyzer, root string, paths []string) (Report, Invocation, error) {
 	inv := Invocation{Analyzer: analyzer, Dir: root, ExitCode: -1}
-	if err := r.Available(analyzer); err != nil {
+	native, err := r.engine(analyzer)
+	if err != nil {
 		return Report{}, inv, err
-	}
-	native := ""
-	if analyzer == PythonRuff {
-		native, _ = r.nativeRuff() // Available checked it
 	}
 	files, err := Files(root, analyzer, paths)
 	if err != nil {

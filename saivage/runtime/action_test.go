@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/quality"
 	"github.com/agentstack/agentstack/saivage/records"
 	"github.com/agentstack/agentstack/saivage/runtime"
-	"github.com/agentstack/agentstack/saivage/state"
 )
 
 // actionConfig inserts a shell.run node "check" between the root's plan and
@@ -218,22 +215,7 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 		{"code_quality.typescript_eslint", "app/main.ts", "export function hello(name: any): string {\n  return `hi ${name}`;\n}\n", "@typescript-eslint/no-explicit-any"},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
-			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{NodeModules: mods}},
-				initEdit: checkNodeConfig("action: "+tc.action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
-			if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(e.dir, tc.file), []byte(tc.content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			e.script.Add("planner@project",
-				call("write", map[string]any{"path": "record:plan", "content": "lint"}),
-				emit("done", "planned", nil),
-			)
-			if err := e.rt.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			e.waitRunEnded()
+			e := runQualityNode(t, quality.Runner{NodeModules: mods}, tc.action, tc.file, tc.content)
 			// One lint error: errors != 0 takes the otherwise case.
 			if st := e.status("project"); st != "blocked" {
 				t.Fatalf("root is %s", st)
@@ -257,6 +239,30 @@ func TestCodeQualityActionsRouteOnLintErrors(t *testing.T) {
 				Invocation: inv, Output: records.OutputReturnedText, Bytes: len(report), SHA256: sha256Hex(report)})
 		})
 	}
+}
+
+// runQualityNode runs a project whose check node is the code-quality
+// action (its errors routing the root to blocked) with runner, over file
+// (under app/) holding content, and waits for the run's end.
+func runQualityNode(t *testing.T, runner quality.Runner, action, file, content string) *env {
+	t.Helper()
+	e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: runner},
+		initEdit: checkNodeConfig("action: "+action+"\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
+	if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.script.Add("planner@project",
+		call("write", map[string]any{"path": "record:plan", "content": "lint"}),
+		emit("done", "planned", nil),
+	)
+	if err := e.rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEnded()
+	return e
 }
 
 // TestStopDuringActionSettlesAndWritesEvidence: Stop while a shell.run node
@@ -338,19 +344,8 @@ func TestStopDuringActionSettlesAndWritesEvidence(t *testing.T) {
 func (e *env) eventTypes() []string {
 	e.t.Helper()
 	var out []string
-	_, err := e.p.Publisher.ReadJSONL(e.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
-		Validate: func(_ int, env state.Envelope) error {
-			for _, raw := range env.Rows {
-				var ev project.Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return err
-				}
-				out = append(out, ev.Type)
-			}
-			return nil
-		}})
-	if err != nil {
-		e.t.Fatal(err)
+	for _, ev := range runtime.AppLogEvents(e.t, e.p, "") {
+		out = append(out, ev.Type)
 	}
 	return out
 }

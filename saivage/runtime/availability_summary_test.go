@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentstack/agentstack/llm"
 	"github.com/agentstack/agentstack/llm/llmtest"
-	"github.com/agentstack/agentstack/saivage/project"
 	"github.com/agentstack/agentstack/saivage/state"
 )
 
@@ -48,21 +47,8 @@ func summarizerTier3(cfg string) string {
 func events(t *testing.T, rt *Runtime, typ string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	_, err := rt.p.Publisher.ReadJSONL(rt.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
-		Validate: func(_ int, env state.Envelope) error {
-			for _, raw := range env.Rows {
-				var ev project.Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return err
-				}
-				if ev.Type == typ {
-					out = append(out, ev.Data)
-				}
-			}
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
+	for _, ev := range appLogEvents(t, rt.p, typ) {
+		out = append(out, ev.Data)
 	}
 	return out
 }
@@ -146,16 +132,8 @@ func TestSummaryCallsShareAvailability(t *testing.T) {
 				return ctx.Err()
 			}
 			rt := planRuntimeWith(t, srv.URL, Options{Sleep: sleep, Clock: clock}, tc.edit)
-			route, _ := rt.models.Route("default")
-			iv := &invoker{rt: rt, route: route, sess: rt.cardSession("project", "planner"), system: func() string { return "be brief" }}
-			h := &history{}
-			h.node(0)
-			for n := range 12 {
-				h.step(n, 1, 4000)
-			}
-			if err := iv.sess.append(h.rows...); err != nil {
-				t.Fatal(err)
-			}
+			iv := plannerInvoker(rt)
+			appendReads(t, iv, 12)
 			resp, err := iv.ChatStream(context.Background(), &llm.ChatRequest{}, nil)
 			switch {
 			case tc.err == "" && err != nil:
@@ -224,16 +202,8 @@ func TestAuthoritativeTargetsTheRejectingMember(t *testing.T) {
 			"      transportProtocol: chat_completions\n    modelCapabilities:\n"+
 				"      tier-5: {contextWindowTokens: 10000, maxOutputTokens: 1000, toolsMode: native, transportProtocol: chat_completions}\n", 1)
 	})
-	route, _ := rt.models.Route("default")
-	iv := &invoker{rt: rt, route: route, sess: rt.cardSession("project", "planner"), system: func() string { return "be brief" }}
-	h := &history{}
-	h.node(0)
-	for n := range 6 {
-		h.step(n, 1, 4000)
-	}
-	if err := iv.sess.append(h.rows...); err != nil {
-		t.Fatal(err)
-	}
+	iv := plannerInvoker(rt)
+	appendReads(t, iv, 6)
 	resp, err := iv.ChatStream(context.Background(), &llm.ChatRequest{}, nil)
 	if err != nil || len(resp.Choices) == 0 || resp.Choices[0].Message.Content != "fine" {
 		t.Fatalf("answer = %+v, %v", resp, err)
@@ -266,8 +236,7 @@ func TestExchangeEvidenceCarriesAttemptCauses(t *testing.T) {
 		llmtest.Reply{Status: 400, ErrorCode: "invalid_value", ErrorType: "invalid_request_error", ErrorMessage: "no"})
 	sleep := func(ctx context.Context, d time.Duration) error { return ctx.Err() }
 	rt := planRuntimeWith(t, srv.URL, Options{Sleep: sleep, Clock: clock}, nil)
-	route, _ := rt.models.Route("default")
-	iv := &invoker{rt: rt, route: route, sess: rt.cardSession("project", "planner"), system: func() string { return "be brief" }}
+	iv := plannerInvoker(rt)
 	if _, err := iv.ChatStream(context.Background(), &llm.ChatRequest{}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,27 @@ func (c *fakeClock) advance(d time.Duration) {
 // After never fires: no Oversight runs in these tests.
 func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
 
+// plannerInvoker is an invoker of rt's default route for the root card's
+// planner session.
+func plannerInvoker(rt *Runtime) *invoker {
+	route, _ := rt.models.Route("default")
+	return &invoker{rt: rt, route: route, sess: rt.cardSession("project", "planner"), system: func() string { return "be brief" }}
+}
+
+// appendReads writes a node marker and steps rounds of one 4,000-byte read
+// each to iv's session.
+func appendReads(t *testing.T, iv *invoker, steps int) {
+	t.Helper()
+	h := &history{}
+	h.node(0)
+	for n := range steps {
+		h.step(n, 1, 4000)
+	}
+	if err := iv.sess.append(h.rows...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // step is one scripted answer of an upstream model; advance moves the
 // clock while the request is being answered (a long call).
 type step struct {
@@ -205,10 +226,9 @@ func TestCandidateAvailability(t *testing.T) {
 				edit = func(cfg string) string { return strings.Replace(cfg, "failover: true", "failover: false", 1) }
 			}
 			rt := planRuntimeWith(t, srv.URL, Options{Sleep: sleep, Clock: clock}, edit)
-			route, _ := rt.models.Route("default")
 			var err error
 			for range max(tc.calls, 1) {
-				iv := &invoker{rt: rt, route: route, sess: rt.cardSession("project", "planner"), system: func() string { return "be brief" }}
+				iv := plannerInvoker(rt)
 				var resp *llm.ChatResponse
 				resp, err = iv.ChatStream(ctx, &llm.ChatRequest{}, nil)
 				if err == nil && (len(resp.Choices) == 0 || resp.Choices[0].Message.Content != "fine") {

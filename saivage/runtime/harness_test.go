@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,24 +174,7 @@ func (e *env) waitRunEnded() *runtime.RunSummary {
 // events returns the app log events of a type.
 func (e *env) events(typ string) []project.Event {
 	e.t.Helper()
-	var out []project.Event
-	_, err := e.p.Publisher.ReadJSONL(e.p.AppLogPath(), state.ReadOptions{Versions: []int{project.AppLogVersion}, Tail: state.TailIgnore,
-		Validate: func(_ int, env state.Envelope) error {
-			for _, raw := range env.Rows {
-				var ev project.Event
-				if err := json.Unmarshal(raw, &ev); err != nil {
-					return err
-				}
-				if ev.Type == typ {
-					out = append(out, ev)
-				}
-			}
-			return nil
-		}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return runtime.AppLogEvents(e.t, e.p, typ)
 }
 
 func (e *env) status(id string) string {

@@ -1,14 +1,12 @@
 package runtime_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentstack/agentstack/saivage/quality"
-	"github.com/agentstack/agentstack/saivage/runtime"
 )
 
 // ruffStandIn writes an executable named ruff that answers like ruff 0.17
@@ -50,22 +48,7 @@ func TestCodeQualityPythonRuffNativeEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ruff := tc.ruff(t)
 			t.Setenv(quality.EnvRuff, tc.env)
-			e := newEnv(t, envOptions{rtOpts: runtime.Options{Quality: quality.Runner{Ruff: ruff}},
-				initEdit: checkNodeConfig("action: code_quality.python_ruff\n            contract_version: 1\n            config: {paths: [app]}", "errors", "true")})
-			if err := os.MkdirAll(filepath.Join(e.dir, "app"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(e.dir, "app", "main.py"), []byte("import os\n\n\ndef hello():\n    return 'hi'\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			e.script.Add("planner@project",
-				call("write", map[string]any{"path": "record:plan", "content": "lint"}),
-				emit("done", "planned", nil),
-			)
-			if err := e.rt.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			e.waitRunEnded()
+			e := runQualityNode(t, quality.Runner{Ruff: ruff}, "code_quality.python_ruff", "app/main.py", "import os\n\n\ndef hello():\n    return 'hi'\n")
 			if tc.env != "" {
 				if st := e.status("project"); st != "failed" {
 					t.Fatalf("root is %s", st)
