@@ -246,7 +246,7 @@ func (s *Scheduler) execute(ctx context.Context, js *jobState, run int64, next t
 	case ctx.Err() != nil:
 		rec.Result, rec.Error = ResultInterrupted, "the scheduler stopped during the run"
 	case code == ExitNotConfigured:
-		rec.Result, rec.Error = ResultSkipped, "not configured: "+strings.TrimPrefix(localsource.AdviceHead(errorText(stderr.String(), js.Args)), "not configured: ")
+		rec.Result, rec.Error = ResultSkipped, localsource.NotConfiguredLine(errorText(stderr.String(), js.Args))
 	default:
 		rec.Result, rec.Error = ResultFailed, errorText(stderr.String(), js.Args)
 		if rec.Error == "" {
