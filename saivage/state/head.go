@@ -53,6 +53,13 @@ const MaxDocumentBytes = 16 << 20
 // ReadFile reads a whole document, refusing anything that is not a regular
 // file or is larger than MaxDocumentBytes.
 func ReadFile(path string) ([]byte, error) {
+	return readFile(path, false)
+}
+
+// readFile reads path whole; with prefix, a file that grows while it is read
+// (a stream a live writer appends to) yields the bytes it had when opened,
+// instead of an error.
+func readFile(path string, prefix bool) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -71,6 +78,9 @@ func ReadFile(path string) ([]byte, error) {
 	buf := make([]byte, st.Size()+1)
 	n, err := io.ReadFull(f, buf)
 	if err == nil {
+		if prefix {
+			return buf[:st.Size()], nil
+		}
 		return nil, fmt.Errorf("read %s: file grew while reading", path)
 	}
 	if err != io.ErrUnexpectedEOF && err != io.EOF {

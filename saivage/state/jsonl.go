@@ -158,7 +158,10 @@ func (p *Publisher) ReadJSONL(path string, opts ReadOptions) (ReadResult, error)
 	if err := p.check(); err != nil {
 		return ReadResult{}, err
 	}
-	data, err := ReadFile(path)
+	// An observer (TailIgnore) reads beside a live writer: what was appended
+	// after the open is the next read's, and a line cut at that point is a
+	// torn tail like any other.
+	data, err := readFile(path, opts.Tail == TailIgnore)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return ReadResult{}, err

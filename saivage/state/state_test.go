@@ -422,3 +422,48 @@ func TestUnknownOutcomeExitsOne(t *testing.T) {
 		t.Fatal("the process wrote after the unknown outcome")
 	}
 }
+
+// An observer (TailIgnore) reads a stream a live writer keeps appending to:
+// every read succeeds with a prefix at least as long as the one before, a
+// line being written counting as a torn tail (it once failed with "file grew
+// while reading" whenever an append landed during the read).
+func TestJSONLObserverReadsBesideALiveWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.jsonl")
+	p := state.New(state.Options{})
+	if err := p.Append(path, env(2, `{"id":"first"}`), true); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		line := []byte(`{"v":2,"rows":[{"id":"` + strings.Repeat("x", 1000) + `"}]}` + "\n")
+		for range 1500 {
+			f.Write(line[:500]) // half a line: a torn tail until the rest lands
+			f.Write(line[500:])
+		}
+	}()
+	reads, last := 0, 0
+	for running := true; running || reads < 100; reads++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		res, err := p.ReadJSONL(path, state.ReadOptions{Versions: []int{2}, Tail: state.TailIgnore})
+		if err != nil {
+			t.Fatalf("read %d beside the writer: %v", reads, err)
+		}
+		if len(res.Envelopes) < last {
+			t.Fatalf("read %d saw %d envelopes after %d", reads, len(res.Envelopes), last)
+		}
+		last = len(res.Envelopes)
+	}
+	if last != 1501 {
+		t.Errorf("last read saw %d envelopes, want 1501", last)
+	}
+}
